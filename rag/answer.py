@@ -1,0 +1,199 @@
+"""From evidence to a checked answer: prompt assembly within the token budget, citation parsing, support checks,
+and the extractive fallback.
+
+Citations cannot lie by construction: the model only ever sees sources numbered 1..N; a marker naming anything
+else is removed and counted; every answer sentence is compared with the sentences of the paper it cites
+(embedding similarity, and every number in the sentence must occur in that paper). A sentence supported by a
+different source than the one it cites is re-pointed to it; one supported by none is flagged. When no sentence of
+the model's answer is supported but the evidence is strong, the answer becomes the top evidence sentences, quoted,
+with their citations. This module does not retrieve and does not call the model; `pipeline` wires it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .embed import Embedder
+from .generate import Generator, Message
+from .prompts import Prompts
+from .records import CANNOT_ANSWER, Citation, Evidence, SentenceCheck
+from .text import clean, search_form, split_sentences
+
+SUPPORT_SIMILARITY = 0.55  # answer sentence vs. a sentence of the cited paper
+MAX_QUESTION_CHARS = 1000
+QUOTED_PREFIX = "Quoted from the abstracts: "
+
+_MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# Things in retrieved text that could pose as our own structure or as a chat turn.
+_LOOKALIKE = re.compile(r"<\|[^|>]{0,40}\|>|</?(?:start_of_turn|end_of_turn|s|system|user|assistant)>|"
+                        r"^\s*(?:sources|question|system|assistant|user)\s*:", re.IGNORECASE | re.MULTILINE)
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+
+
+def sanitize_source(text: str) -> str:
+    """Retrieved text as inert data: no control or zero-width characters, no [n] look-alikes, no chat tokens,
+    no markdown images. e.g. "see [2] ![x](http://e.vil/p.png)" -> "see (2) x"."""
+    text = clean(text)
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    text = _LOOKALIKE.sub(" ", text)
+    text = _MARKER.sub(lambda m: f"({m.group(1)})", text)
+    return clean(text)
+
+
+def truncate_question(question: str) -> tuple[str, str | None]:
+    question = clean(question)
+    if len(question) <= MAX_QUESTION_CHARS:
+        return question, None
+    return question[:MAX_QUESTION_CHARS], f"question truncated to its first {MAX_QUESTION_CHARS} characters"
+
+
+def render_sources(blocks: list[Evidence]) -> str:
+    return "\n\n".join(
+        f"[{b.n}] {sanitize_source(b.hit.paper.title)}\n{sanitize_source(' '.join(b.sentences))}" for b in blocks
+    )
+
+
+def build_messages(prompts: Prompts, blocks: list[Evidence], question: str, history: list[Message],
+                   template: str = "user") -> list[Message]:
+    """Fixed system prompt first, earlier turns next, then this turn's sources and the question last, so a
+    follow-up shares the longest possible prefix with the previous prompt (llama.cpp reuses its cached tokens)."""
+    user = prompts.render(template, sources=render_sources(blocks), question=question)
+    return [{"role": "system", "content": prompts.system}, *history, {"role": "user", "content": user}]
+
+
+@dataclass(frozen=True)
+class Budgeted:
+    messages: list[Message]
+    blocks: list[Evidence]
+    dropped_blocks: int
+    dropped_turns: int
+    prompt_tokens: int
+
+
+def fit_budget(generator: Generator, prompts: Prompts, blocks: list[Evidence], question: str,
+               history: list[Message], max_tokens: int, template: str = "user") -> Budgeted:
+    """Drop earlier turns, then the lowest-ranked evidence, until prompt + answer fit the context window."""
+    limit = generator.n_ctx - max_tokens - 8
+    history, blocks = list(history), list(blocks)
+    dropped_turns = dropped_blocks = 0
+    while True:
+        messages = build_messages(prompts, blocks, question, history, template)
+        used = generator.count_tokens(messages)
+        if used <= limit:
+            return Budgeted(messages, blocks, dropped_blocks, dropped_turns, used)
+        if history:
+            history = history[2:]
+            dropped_turns += 1
+        elif len(blocks) > 1:
+            blocks.pop()
+            dropped_blocks += 1
+        elif blocks and len(blocks[0].sentences) > 1:
+            b = blocks[0]
+            blocks = [Evidence(b.n, b.hit, b.sentences[:-1], b.sentence_scores[:-1])]
+            dropped_blocks += 0
+        elif len(question) > 40:
+            question = question[: len(question) // 2]
+        else:
+            return Budgeted(messages, blocks, dropped_blocks, dropped_turns, used)
+
+
+def parse_markers(text: str, valid: set[int]) -> tuple[str, int]:
+    """Keep markers naming a given source, remove the rest; returns (text, how many were removed).
+
+    e.g. parse_markers("A [1]. B [3]. C [1, 3].", {1}) -> ("A [1]. B. C [1].", 2)
+    """
+    dropped = 0
+
+    def fix(m: re.Match[str]) -> str:
+        nonlocal dropped
+        ns = [int(x) for x in re.split(r"\s*[,;]\s*", m.group(1))]
+        keep = [n for n in dict.fromkeys(ns) if n in valid]
+        dropped += len(ns) - len(keep)
+        return "".join(f"[{n}]" for n in keep)
+
+    out = _MARKER.sub(fix, text)
+    out = re.sub(r"\s+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", out))
+    return out.strip(), dropped
+
+
+def markers_in(text: str) -> list[int]:
+    return [int(x) for m in _MARKER.finditer(text) for x in re.split(r"\s*[,;]\s*", m.group(1))]
+
+
+def _answer_sentences(text: str) -> list[str]:
+    """Sentences of the answer, a marker-only fragment ("[1].") attached to the sentence before it."""
+    out: list[str] = []
+    for s in split_sentences(text):
+        if out and not _MARKER.sub("", s).strip(" .;,"):
+            out[-1] = f"{out[-1]} {s}"
+        else:
+            out.append(s)
+    return out
+
+
+def _numbers_ok(sentence: str, paper_text: str) -> bool:
+    haystack = search_form(paper_text)
+    return all(n in haystack for n in _NUMBER.findall(search_form(sentence)))
+
+
+def check_answer(text: str, blocks: list[Evidence], embedder: Embedder,
+                 paper_sentences: dict[str, tuple[list[str], np.ndarray]]) -> tuple[str, list[SentenceCheck]]:
+    """Check every sentence against the papers; re-point or add citations where support is clear."""
+    by_n = {b.n: b for b in blocks}
+    sentences = _answer_sentences(text)
+    plain = [_MARKER.sub("", s).strip() for s in sentences]
+    if not sentences:
+        return text, []
+    vecs = embedder.embed(plain)
+    out_sentences: list[str] = []
+    checks: list[SentenceCheck] = []
+    for s, p, v in zip(sentences, plain, vecs):
+        cited = [n for n in markers_in(s) if n in by_n]
+        if CANNOT_ANSWER.lower().rstrip(".") in p.lower():
+            out_sentences.append(s)
+            continue
+        support: dict[int, float] = {}
+        for n, b in by_n.items():
+            sents, svecs = paper_sentences.get(b.hit.paper.paper_id, ([], np.zeros((0, len(v)))))
+            sim = float(np.max(svecs @ v)) if len(sents) else 0.0
+            if _numbers_ok(p, b.hit.paper.abstract + " " + b.hit.paper.title):
+                support[n] = sim
+        ok = [n for n in cited if support.get(n, 0.0) >= SUPPORT_SIMILARITY]
+        best = max(support, key=lambda n: support[n], default=None)
+        if not ok and best is not None and support[best] >= SUPPORT_SIMILARITY:
+            # Cited the wrong source or none: point at the source that supports it.
+            s = _MARKER.sub("", s).rstrip()
+            end = s[-1] if s and s[-1] in ".!?" else ""
+            s = f"{s[:-1] if end else s} [{best}]{end or '.'}"
+            ok = [best]
+        sim = max((support.get(n, 0.0) for n in (ok or cited or list(support))), default=0.0)
+        checks.append(SentenceCheck(sentence=_MARKER.sub("", s).strip(), cites=tuple(markers_in(s)),
+                                    supported=bool(ok), similarity=round(sim, 4)))
+        out_sentences.append(s)
+    return " ".join(out_sentences), checks
+
+
+def extractive(blocks: list[Evidence], max_sentences: int = 2) -> str:
+    """The best evidence sentences, quoted, each with its citation."""
+    scored = [(score, b.n, s) for b in blocks for s, score in zip(b.sentences, b.sentence_scores)]
+    scored.sort(key=lambda x: -x[0])
+    parts = [f"“{s}” [{n}]" for _, n, s in scored[:max_sentences]]
+    return QUOTED_PREFIX + " ".join(parts)
+
+
+def summary_lines(blocks: list[Evidence], text: str, checks: list[SentenceCheck]) -> str:
+    """Make sure every evidence paper has a cited line: add an extractive one for a paper the model skipped."""
+    covered = {n for c in checks if c.supported for n in c.cites}
+    extra = [f"- {b.hit.paper.title}: {b.sentences[0] if b.sentences else ''} [{b.n}]"
+             for b in blocks if b.n not in covered]
+    return text if not extra else (text + "\n" + "\n".join(extra)).strip()
+
+
+def citations_for(text: str, blocks: list[Evidence]) -> list[Citation]:
+    used = dict.fromkeys(markers_in(text))
+    by_n = {b.n: b for b in blocks}
+    return [Citation(n=n, paper=by_n[n].hit.paper, supporting=by_n[n].sentences) for n in used if n in by_n]

@@ -1,0 +1,134 @@
+"""The paper catalog and source manifest (SQLite, stdlib), and the one-writer lock.
+
+Chroma holds chunk vectors; this holds the records they point at: every `Paper` by id, and for every source file
+its content hash and the ids of its papers, so an unchanged file is skipped without parsing or embedding, and a
+removed or edited file's papers can be found and dropped. SQLite commits are atomic, so a killed ingest leaves
+either the old or the new row, never half of one.
+
+The writer lock is an `flock` on a file in the index folder: the kernel drops it when the holder dies, so a crash
+never leaves a stale lock, and a second writer fails at once with a message instead of waiting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .records import Paper, StoreError, StoreLockedError
+
+_SCHEMA = """
+create table if not exists papers (paper_id text primary key, source text, position integer, body text not null);
+create table if not exists files (source text primary key, sha256 text not null, paper_ids text not null,
+                                  root text not null default '');
+create table if not exists meta (key text primary key, value text not null);
+create index if not exists papers_source on papers(source);
+"""
+
+
+class Catalog:
+    """Papers and the source manifest of one index."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), timeout=5.0, check_same_thread=False)
+            self._db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as e:
+            raise StoreError(f"{path}: cannot open the paper catalog ({e})") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    # --- papers -----------------------------------------------------------------------------------------------
+
+    def put_papers(self, papers: Iterable[Paper]) -> None:
+        rows = [(p.paper_id, p.source, p.position, json.dumps(p.to_dict())) for p in papers]
+        with self._db:
+            self._db.executemany("insert or replace into papers values (?, ?, ?, ?)", rows)
+
+    def delete_papers(self, paper_ids: Iterable[str]) -> None:
+        with self._db:
+            self._db.executemany("delete from papers where paper_id = ?", [(i,) for i in paper_ids])
+
+    def get(self, paper_id: str) -> Paper | None:
+        row = self._db.execute("select body from papers where paper_id = ?", (paper_id,)).fetchone()
+        return Paper.from_dict(json.loads(row[0])) if row else None
+
+    def get_many(self, paper_ids: Iterable[str]) -> dict[str, Paper]:
+        ids = list(dict.fromkeys(paper_ids))
+        out: dict[str, Paper] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for (body,) in self._db.execute(f"select body from papers where paper_id in ({marks})", part):
+                paper = Paper.from_dict(json.loads(body))
+                out[paper.paper_id] = paper
+        return out
+
+    def ids(self) -> set[str]:
+        return {r[0] for r in self._db.execute("select paper_id from papers")}
+
+    def count(self) -> int:
+        return int(self._db.execute("select count(*) from papers").fetchone()[0])
+
+    def iter_papers(self) -> Iterator[Paper]:
+        for (body,) in self._db.execute("select body from papers order by source, position"):
+            yield Paper.from_dict(json.loads(body))
+
+    def sources(self) -> list[str]:
+        return [r[0] for r in self._db.execute("select distinct source from papers order by source")]
+
+    # --- manifest ---------------------------------------------------------------------------------------------
+
+    def file_entry(self, source: str) -> tuple[str, list[str]] | None:
+        row = self._db.execute("select sha256, paper_ids from files where source = ?", (source,)).fetchone()
+        return (row[0], json.loads(row[1])) if row else None
+
+    def put_file(self, source: str, sha256: str, paper_ids: list[str], root: str) -> None:
+        """Record a file's hash, its papers and the folder (or file) it was ingested from."""
+        with self._db:
+            self._db.execute("insert or replace into files values (?, ?, ?, ?)",
+                             (source, sha256, json.dumps(paper_ids), root))
+
+    def delete_file(self, source: str) -> None:
+        with self._db:
+            self._db.execute("delete from files where source = ?", (source,))
+
+    def files(self) -> dict[str, tuple[list[str], str]]:
+        """source -> (paper ids, root it was ingested from)."""
+        return {r[0]: (json.loads(r[1]), r[2]) for r in self._db.execute("select source, paper_ids, root from files")}
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("select value from meta where key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._db:
+            self._db.execute("insert or replace into meta values (?, ?)", (key, value))
+
+
+@contextlib.contextmanager
+def writer_lock(folder: Path) -> Iterator[None]:
+    """Hold the index's write lock, or raise StoreLockedError at once if another process holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "write.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            raise StoreLockedError(
+                f"{folder}: the index is being written by {holder}; wait for it to finish or use another --data-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

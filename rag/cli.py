@@ -1,0 +1,259 @@
+"""`python -m rag`: ingest, ask, search, info, serve, eval, bench. Builds Settings at the edge, translates errors.
+
+Human output by default, `--json` for machines; library errors become one line on stderr and exit code 2
+(1 for anything unexpected, with the traceback only under --debug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .config import Settings, load
+from .records import Answer, RagError
+
+EXAMPLES = {
+    "ingest": "example: python -m rag ingest seeds/ extra.jsonl --data-dir .rag",
+    "ask": 'example: python -m rag ask "How much does PrivGate cut privacy leakage?" --json',
+    "search": 'example: python -m rag search "symmetric multimodal retrieval" --top-k 5',
+    "info": "example: python -m rag info --json",
+    "serve": "example: python -m rag serve --port 7860",
+    "eval": "example: python -m rag eval --retrieval-only   |   python -m rag eval --models a.gguf b.gguf",
+    "bench": "example: python -m rag bench --sizes 38 10000",
+}
+
+
+def _offline() -> None:
+    """Nothing here may reach a hub or phone home."""
+    for var, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+                       "ANONYMIZED_TELEMETRY": "False", "GRADIO_ANALYTICS_ENABLED": "False",
+                       "TOKENIZERS_PARALLELISM": "false"}.items():
+        os.environ.setdefault(var, value)
+
+
+def _common(p: argparse.ArgumentParser, model: bool = False) -> None:
+    p.add_argument("--data-dir", help="where the store and caches live (env RAG_DATA_DIR; default ./.rag)")
+    p.add_argument("--config", help="a TOML settings file (env RAG_CONFIG; default ./rag.toml if present)")
+    p.add_argument("--debug", action="store_true", help="log details and show tracebacks")
+    if model:
+        p.add_argument("--model", help="a GGUF file (env RAG_MODEL; default SmolLM2-135M-Instruct)")
+        p.add_argument("--n-gpu-layers", type=int, help="layers to offload to a GPU (-1 = all)")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    flags: dict[str, Any] = {"paths.data_dir": getattr(args, "data_dir", None)}
+    for attr, key in (("model", "generation.model_path"), ("n_gpu_layers", "generation.n_gpu_layers"),
+                      ("top_k", "retrieval.top_k"), ("mode", "retrieval.mode"), ("port", "ui.port"),
+                      ("host", "ui.host"), ("max_tokens", "generation.max_tokens"),
+                      ("temperature", "generation.temperature")):
+        flags[key] = getattr(args, attr, None)
+    return load(getattr(args, "config", None), flags)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rag", description="Cited answers from paper abstracts, offline.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="parse, chunk, embed and store abstracts", epilog=EXAMPLES["ingest"])
+    p.add_argument("paths", nargs="*", type=Path, help="files or folders (default: the seeds folder)")
+    p.add_argument("--keep-removed", action="store_true", help="keep papers of files that are gone")
+    p.add_argument("--rebuild", action="store_true", help="drop this index and build it again")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _common(p)
+
+    p = sub.add_parser("ask", help="answer a question with citations", epilog=EXAMPLES["ask"])
+    p.add_argument("question", nargs="?", help="the question (or use --questions-file)")
+    p.add_argument("--questions-file", help="one question per line; '-' reads standard input")
+    p.add_argument("--json", action="store_true", help="one JSON object per answer")
+    p.add_argument("--top-k", type=int, help="papers retrieved")
+    p.add_argument("--max-tokens", type=int, help="most tokens generated")
+    p.add_argument("--temperature", type=float, help="sampling temperature")
+    p.add_argument("--source", action="append", help="only papers from this source file (repeatable)")
+    p.add_argument("--has-code", action="store_true", help="only papers with a code link")
+    _common(p, model=True)
+
+    p = sub.add_parser("search", help="retrieve papers without the language model", epilog=EXAMPLES["search"])
+    p.add_argument("question")
+    p.add_argument("--top-k", type=int)
+    p.add_argument("--mode", choices=["hybrid", "dense", "bm25"])
+    p.add_argument("--json", action="store_true")
+    _common(p)
+
+    p = sub.add_parser("info", help="what is indexed and which model is used", epilog=EXAMPLES["info"])
+    p.add_argument("--json", action="store_true")
+    _common(p, model=True)
+
+    p = sub.add_parser("serve", help="ingest if needed and start the web app", epilog=EXAMPLES["serve"])
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 7860)")
+    _common(p, model=True)
+
+    p = sub.add_parser("eval", help="score the system on the QA set", epilog=EXAMPLES["eval"])
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="see `python -m rag eval -h`")
+
+    p = sub.add_parser("bench", help="measure speed and memory", epilog=EXAMPLES["bench"])
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="see `python -m rag bench -h`")
+    return parser
+
+
+def _progress(total_hint: int | None = None) -> Callable[[str, int], None]:
+    from tqdm import tqdm
+
+    bar = tqdm(total=total_hint, unit="paper", disable=not sys.stderr.isatty() and "RAG_PROGRESS" not in os.environ,
+               file=sys.stderr)
+    return lambda what, n: bar.update(n)
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from .pipeline import ingest
+
+    summary = ingest(settings, paths=args.paths or None, keep_removed=args.keep_removed, rebuild=args.rebuild,
+                     progress=_progress())
+    if args.json:
+        print(json.dumps({
+            "papers": summary.papers, "chunks": summary.chunks, "added": summary.added, "removed": summary.removed,
+            "unchanged_files": summary.unchanged_files, "embedded_chunks": summary.embedded_chunks,
+            "files": summary.files, "skipped": [str(s) for s in summary.skipped],
+            "notes": [str(s) for s in summary.notes], "seconds": round(summary.seconds, 2),
+            "collection": summary.collection,
+        }))
+    else:
+        print(f"{summary.papers} papers, {summary.chunks} chunks in {summary.collection} "
+              f"({summary.added} added, {summary.removed} removed, {summary.embedded_chunks} chunks embedded, "
+              f"{summary.unchanged_files} files unchanged) in {summary.seconds:.1f}s")
+        for s in summary.skipped:
+            print(f"  skipped {s}")
+        for s in summary.notes:
+            print(f"  note    {s}")
+    return 0
+
+
+def _print_answer(ans: Answer, streamed: str) -> None:
+    if ans.text != streamed.strip():
+        label = {"extractive": "quoted evidence instead", "abstained": "no answer"}.get(ans.mode, "checked")
+        print(f"\n[{label}] {ans.text}")
+    print()
+    if ans.abstained and ans.hits:
+        print("Closest papers:")
+        for h in ans.hits[:3]:
+            print(f"  - {h.paper.title} ({h.paper.source} #{h.paper.position})")
+    for c in ans.citations:
+        print(f"[{c.n}] {c.paper.title} — {c.paper.venue}, {c.paper.source} #{c.paper.position}")
+        for link in c.paper.links:
+            print(f"     {link}")
+    flagged = [c for c in ans.checks if not c.supported]
+    if flagged:
+        print(f"({len(flagged)} sentence(s) not supported by the cited abstracts)")
+    t = ans.timings
+    print(f"-- {ans.model}: first token {t.get('first_token_ms', 0):.0f} ms, total {t.get('total_ms', 0):.0f} ms, "
+          f"{t.get('tokens_per_s', 0):.1f} tok/s, retrieval {t.get('retrieve_ms', 0):.0f} ms")
+
+
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+    from .pipeline import Assistant
+    from .retrieve import Filters
+
+    if args.questions_file:
+        stream = sys.stdin if args.questions_file == "-" else open(args.questions_file, encoding="utf-8")
+        questions = [q.strip() for q in stream if q.strip()]
+    elif args.question:
+        questions = [args.question]
+    else:
+        raise RagError("ask: give a QUESTION or --questions-file FILE")
+    filters = Filters(sources=frozenset(args.source or ()), has_code=True if args.has_code else None)
+    assistant = Assistant(settings)
+    for q in questions:
+        if args.json:
+            print(json.dumps(assistant.ask(q, filters=filters).to_dict(), ensure_ascii=False), flush=True)
+            continue
+        if len(questions) > 1:
+            print(f"\nQ: {q}")
+        streamed = ""
+        for event in assistant.stream(q, filters=filters):
+            if isinstance(event, str):
+                streamed += event
+                print(event, end="", flush=True)
+            else:
+                _print_answer(event, streamed)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    from .pipeline import Assistant
+
+    got = Assistant(settings).search(args.question, top_k=args.top_k, mode=args.mode)
+    rows = [{"paper_id": h.paper.paper_id, "title": h.paper.title, "source": h.paper.source,
+             "position": h.paper.position, "score": round(h.score, 5), "why": h.why} for h in got.hits]
+    if args.json:
+        print(json.dumps({"question": args.question, "hits": rows, "timings": got.timings}))
+    else:
+        for i, r in enumerate(rows, 1):
+            print(f"{i}. {r['title']}  ({r['source']} #{r['position']}; {r['why']})")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
+    from .catalog import Catalog
+    from .generate import resolve_model
+    from .indexer import IndexPaths
+
+    ip = IndexPaths.of(settings)
+    papers = chunks = 0
+    if ip.catalog.exists():
+        from .embed import SentenceTransformerEmbedder
+        from .indexer import open_store
+
+        cat = Catalog(ip.catalog)
+        papers = cat.count()
+        chunks = open_store(settings, SentenceTransformerEmbedder(settings.embedding), create=False).count()
+    try:
+        model = str(resolve_model(settings.generation))
+    except RagError as e:
+        model = f"unavailable: {e}"
+    info = {"papers": papers, "chunks": chunks, "collection": ip.collection, "fingerprint": settings.fingerprint(),
+            "embedding_model": settings.embedding.model, "store": str(ip.chroma.resolve()),
+            "index": str(ip.folder.resolve()), "model": model, "retrieval": settings.retrieval.mode}
+    if args.json:
+        print(json.dumps(info))
+    else:
+        for k, v in info.items():
+            print(f"{k:16} {v}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from ui.app import serve
+
+    serve(settings)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    _offline()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["eval"], ["bench"]):  # these own their flags
+        module = __import__(f"{'eval' if argv[0] == 'eval' else 'bench'}.cli", fromlist=["main"])
+        return int(module.main(argv[1:]))
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        settings = settings_from(args)
+        handler = {"ingest": cmd_ingest, "ask": cmd_ask, "search": cmd_search, "info": cmd_info,
+                   "serve": cmd_serve}[args.command]
+        return handler(args, settings)
+    except RagError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # unexpected: one line unless debugging
+        if getattr(args, "debug", False):
+            raise
+        print(f"unexpected error: {type(e).__name__}: {e} (rerun with --debug for details)", file=sys.stderr)
+        return 1

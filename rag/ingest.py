@@ -1,0 +1,296 @@
+"""Files -> Paper records: finding files, decoding them, and parsing the formats we read.
+
+Formats: the seed text format (a venue title line, then abstracts separated by blank lines), JSON lines (one
+object per line with `abstract` and optionally `title`, `authors`, `year`, `url`/`id`: the arXiv metadata snapshot
+fits), and CSV with an `abstract` column. JSONL and CSV are streamed, so a large dump never sits in memory whole.
+
+Every problem becomes either an `IngestError` for the whole file (the caller records it as a skip with the reason)
+or a per-record skip; nothing here raises anything else. This module does no embedding and touches no store.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import hashlib
+import io
+import json
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .records import IngestError, Paper
+from .text import clean, derive_title, find_links, latex_to_text
+
+log = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = {".txt", ".text", ".md", ""}
+JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json"}
+CSV_SUFFIXES = {".csv", ".tsv"}
+MAX_TEXT_BYTES = 16 * 1024 * 1024  # the text format is read whole; bigger dumps should be JSONL/CSV (streamed)
+MIN_ABSTRACT_CHARS = 40
+_BINARY_MAGIC = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\x7fELF", b"GIF8", b"\xff\xd8\xff", b"\x1f\x8b")
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Something not ingested, and why: e.g. Skip("seeds/x.txt", "binary file (NUL bytes)", None)."""
+
+    where: str
+    reason: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.where}:{self.line}: {self.reason}" if self.line is not None else f"{self.where}: {self.reason}"
+
+
+@dataclass
+class ParseReport:
+    """What reading some files produced; filled in as the paper iterator is consumed."""
+
+    files: list[str] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    notes: list[Skip] = field(default_factory=list)  # ingested, but worth telling (e.g. decoded as cp1252)
+
+
+def paper_id(raw_abstract: str) -> str:
+    """Stable id from the abstract's content: the same text gives the same id in any file, at any position."""
+    return hashlib.sha256(("abstract\0" + clean(raw_abstract)).encode("utf-8")).hexdigest()[:16]
+
+
+# --- finding files ---------------------------------------------------------------------------------------------------
+
+
+def find_files(paths: Iterable[Path], report: ParseReport) -> list[Path]:
+    """Expand folders (sorted, no hidden files, no symlinks leaving the folder) into readable files."""
+    out: list[Path] = []
+    for root in paths:
+        root = Path(root)
+        if not root.exists():
+            raise IngestError(str(root), "no such file or folder")
+        if root.is_file():
+            out.append(root)
+            continue
+        base = root.resolve()
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if any(part.startswith(".") for part in rel.parts):
+                continue  # hidden files and folders are never corpus
+            if path.is_symlink() and not path.resolve().is_relative_to(base):
+                report.skipped.append(Skip(str(path), "symlink pointing outside the corpus folder; not followed"))
+                continue
+            if path.is_file() and path.name.lower() != "readme.md":
+                out.append(path)
+    return out
+
+
+# --- decoding --------------------------------------------------------------------------------------------------------
+
+
+def decode(data: bytes, where: str) -> tuple[str, str]:
+    """Bytes -> (text, encoding). UTF-8/UTF-16 by BOM, then UTF-8, then cp1252 when the bytes look like it."""
+    if data.startswith(codecs.BOM_UTF8):
+        return _strict(data[3:], "utf-8", where), "utf-8-sig"
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return _strict(data, "utf-16", where), "utf-16"
+    if data.startswith(_BINARY_MAGIC) or b"\x00" in data[:65536]:
+        raise IngestError(where, "binary file (not text); skipped")
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as e:
+        utf8_error = e
+    # A real cp1252/latin-1 file has high bytes but (almost) never a valid UTF-8 multi-byte sequence; a file that
+    # mixes valid UTF-8 with broken sequences is corrupt UTF-8 and decoding it as cp1252 would garble it.
+    if _has_utf8_multibyte(data):
+        line = data[: utf8_error.start].count(b"\n") + 1
+        raise IngestError(where, f"invalid UTF-8 at byte {utf8_error.start}; skipped", line)
+    try:
+        return data.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
+
+
+def _strict(data: bytes, encoding: str, where: str) -> str:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise IngestError(where, f"invalid {encoding} at byte {e.start}; skipped") from None
+
+
+def _has_utf8_multibyte(data: bytes) -> bool:
+    return re.search(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}", data) is not None
+
+
+# --- building papers -------------------------------------------------------------------------------------------------
+
+
+def make_paper(raw: str, source: str, position: int, venue: str = "", title: str = "", authors: str = "",
+               year: int | None = None, url: str = "") -> Paper:
+    raw = clean(raw)
+    readable = latex_to_text(raw)
+    links = find_links(raw)
+    if url and url not in links:
+        links = (*links, url)
+    return Paper(
+        paper_id=paper_id(raw),
+        title=clean(latex_to_text(title)) if title else derive_title(readable),
+        venue=venue,
+        source=source,
+        position=position,
+        abstract=readable,
+        raw=raw,
+        links=links,
+        authors=clean(authors),
+        year=year,
+    )
+
+
+def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
+    """Seed format: optional title line (the venue), blank line, then one abstract per blank-line-separated block."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    blocks: list[tuple[int, str]] = []  # (first line number, text)
+    current: list[str] = []
+    start = 1
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            if not current:
+                start = number
+            current.append(line.strip())
+        elif current:
+            blocks.append((start, " ".join(current)))
+            current = []
+    if current:
+        blocks.append((start, " ".join(current)))
+    if not blocks:
+        raise IngestError(source, "empty file (no text); skipped")
+    venue = ""
+    first_line, first = blocks[0]
+    if len(blocks) > 1 and len(first) <= 120 and not first.rstrip().endswith((".", "?", "!")):
+        venue = clean(first)
+        blocks = blocks[1:]
+    for position, (line, block) in enumerate(blocks):
+        body = clean(block)
+        if len(body) < MIN_ABSTRACT_CHARS or len(body.split()) < 5:
+            report.skipped.append(Skip(source, f"too short to be an abstract ({len(body)} characters)", line))
+            continue
+        if not re.sub(r"\s*\S*https?://\S+$", ".", body).rstrip("\"”’)] ").endswith((".", "!", "?")):
+            report.notes.append(Skip(source, "abstract has no sentence end; ingested as it is", line))
+        yield make_paper(body, source, position, venue=venue)
+
+
+def _field(record: dict[str, object], *names: str) -> str:
+    for name in names:
+        value = record.get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return ", ".join(value)  # type: ignore[arg-type]
+    return ""
+
+
+def _year(text: str) -> int | None:
+    digits = "".join(c for c in text[:4] if c.isdigit())
+    return int(digits) if len(digits) == 4 else None
+
+
+def _record_paper(record: dict[str, object], source: str, position: int, line: int,
+                  report: ParseReport) -> Paper | None:
+    abstract = _field(record, "abstract", "summary", "text")
+    if len(clean(abstract)) < MIN_ABSTRACT_CHARS:
+        report.skipped.append(Skip(source, 'missing or too short "abstract"', line))
+        return None
+    url = _field(record, "url", "link", "pdf_url")
+    if not url and _field(record, "id") and "/" not in _field(record, "id")[:3]:
+        arxiv = _field(record, "id")
+        url = f"https://arxiv.org/abs/{arxiv}" if any(c.isdigit() for c in arxiv[:4]) else ""
+    return make_paper(
+        abstract, source, position, venue=_field(record, "venue", "journal-ref", "journal"),
+        title=_field(record, "title"), authors=_field(record, "authors", "author"),
+        year=_year(_field(record, "year", "update_date", "published")), url=url,
+    )
+
+
+def _parse_jsonl(stream: Iterable[str], source: str, report: ParseReport) -> Iterator[Paper]:
+    position = 0
+    for line_no, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            report.skipped.append(Skip(source, f"not valid JSON ({e.msg})", line_no))
+            continue
+        if not isinstance(record, dict):
+            report.skipped.append(Skip(source, "expected a JSON object", line_no))
+            continue
+        paper = _record_paper(record, source, position, line_no, report)
+        position += 1
+        if paper is not None:
+            yield paper
+
+
+def _parse_csv(stream: Iterable[str], source: str, report: ParseReport, delimiter: str) -> Iterator[Paper]:
+    reader = csv.DictReader(stream, delimiter=delimiter)
+    if not reader.fieldnames or not ({"abstract", "summary", "text"} & {f.strip().lower() for f in reader.fieldnames}):
+        raise IngestError(source, 'no "abstract" column in the header; skipped', 1)
+    for position, row in enumerate(reader):
+        record = {(k or "").strip().lower(): v for k, v in row.items()}
+        paper = _record_paper(record, source, position, reader.line_num, report)
+        if paper is not None:
+            yield paper
+
+
+def read_papers(path: Path, report: ParseReport, source: str | None = None) -> Iterator[Paper]:
+    """Papers of one file. Raises IngestError (file-level problem) before yielding anything."""
+    name = source or path.name
+    suffix = path.suffix.lower()
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            raise IngestError(name, "empty file; skipped")
+        if suffix in JSONL_SUFFIXES | CSV_SUFFIXES:
+            with path.open("rb") as fh:
+                head = fh.read(65536)
+            text_head, encoding = decode(head if len(head) < 65536 else head[:65000], name)
+            if not text_head.strip():
+                raise IngestError(name, "whitespace only; skipped")
+            handle = io.TextIOWrapper(path.open("rb"), encoding=encoding, errors="replace", newline="")
+            report.files.append(name)
+            with handle:
+                if suffix in JSONL_SUFFIXES:
+                    yield from _parse_jsonl(handle, name, report)
+                else:
+                    yield from _parse_csv(handle, name, report, "\t" if suffix == ".tsv" else ",")
+            return
+        if size > MAX_TEXT_BYTES:
+            raise IngestError(name, f"too large for the text format ({size / 2**20:.1f} MB > "
+                                    f"{MAX_TEXT_BYTES // 2**20} MB); convert it to JSONL, which is streamed")
+        text, encoding = decode(path.read_bytes(), name)
+    except OSError as e:
+        raise IngestError(name, f"cannot read ({e.strerror or e})") from None
+    if not text.strip():
+        raise IngestError(name, "whitespace only; skipped")
+    if encoding not in {"utf-8", "utf-8-sig"}:
+        report.notes.append(Skip(name, f"decoded as {encoding}"))
+    report.files.append(name)
+    yield from _parse_text(text, name, report)
+
+
+def iter_papers(paths: Iterable[Path], report: ParseReport) -> Iterator[Paper]:
+    """Papers of every file under paths, each abstract once (a duplicate of an earlier one is skipped)."""
+    seen: dict[str, str] = {}
+    for path in find_files(paths, report):
+        try:
+            for paper in read_papers(path, report):
+                first = seen.get(paper.paper_id)
+                if first is not None:
+                    report.skipped.append(Skip(paper.source, f"duplicate of {first}; ingested once", None))
+                    continue
+                seen[paper.paper_id] = f"{paper.source}#{paper.position}"
+                yield paper
+        except IngestError as e:
+            report.skipped.append(Skip(e.path, e.reason, e.line))

@@ -1,0 +1,241 @@
+"""The one API the CLI, the UI and the eval call: `build_index(settings)` and `Assistant(settings)`.
+
+`Assistant.stream(question)` yields the answer's text as it is generated, then the final `Answer` (whose text may
+differ: invalid markers removed, citations re-pointed, or an extractive fallback). `ask` returns just the Answer,
+`search` just the hits. Models are loaded once, lazily or by `warm()`, and all model compute (embedder and LLM)
+runs under one lock: on two cores, running both at once made query embedding ~10x slower.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from pathlib import Path
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+from . import answer as A
+from .catalog import Catalog
+from .config import Settings
+from .embed import Embedder, SentenceTransformerEmbedder
+from .evidence import SentenceScorer, best_sentence_score, select_evidence
+from .generate import Generator, LlamaGenerator, Message
+from .indexer import IndexPaths, IngestSummary, build_index, open_store, rebuild_lexical
+from .lexical import LexicalIndex
+from .prompts import Prompts, load_prompts
+from .records import CANNOT_ANSWER, Answer, Hit, RagError, StoreError
+from .retrieve import Filters, Retrieved, Retriever
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
+
+Event = str | Answer  # a piece of streamed text, or the final Answer (always last)
+
+_SUMMARY = re.compile(r"\b(summari[sz]e|overview|survey|list|which papers|what papers|what work|papers (on|about)|"
+                      r"work on|research on)\b", re.IGNORECASE)
+_FOLLOWUP = re.compile(r"^\s*(and|also|what about|how about|so|then)\b|\b(it|its|they|their|them|this|that|these|"
+                       r"those|the method|the paper|the approach)\b", re.IGNORECASE)
+
+
+class Assistant:
+    def __init__(self, settings: Settings, embedder: Embedder | None = None, generator: Generator | None = None,
+                 prompts: Prompts | None = None) -> None:
+        self.settings = settings
+        self.prompts = prompts or load_prompts(settings.paths.prompts_dir)
+        self._embedder = embedder
+        self._generator = generator
+        self.compute = threading.RLock()
+        self._retriever: Retriever | None = None
+        self._scorer: SentenceScorer | None = None
+        self.fingerprint = settings.fingerprint()
+
+    # --- loading ------------------------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = SentenceTransformerEmbedder(self.settings.embedding)
+        return self._embedder
+
+    @property
+    def generator(self) -> Generator:
+        if self._generator is None:
+            self._generator = LlamaGenerator(self.settings.generation)
+        return self._generator
+
+    def use_generator(self, generator: Generator) -> None:
+        """Swap the chat model (the UI's model picker); waits for any generation in flight."""
+        with self.compute:
+            self._generator = generator
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            ip = IndexPaths.of(self.settings)
+            if not ip.catalog.exists():
+                raise StoreError(f"{self.settings.paths.data_dir}: no index yet; run `python -m rag ingest` first")
+            store = open_store(self.settings, self.embedder, create=False) if ip.catalog.exists() else None
+            assert store is not None
+            catalog = Catalog(ip.catalog)
+            lexical = LexicalIndex.load(ip.lexical)
+            if lexical is None or len(lexical) != store.count():
+                lexical = rebuild_lexical(store, catalog, ip.lexical)
+            self._retriever = Retriever(self.embedder, store, lexical, catalog, self.settings.retrieval)
+            self._scorer = SentenceScorer(self.embedder)
+        return self._retriever
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.retriever.catalog
+
+    def reload_index(self) -> None:
+        self._retriever = None
+
+    def warm(self) -> None:
+        """Load everything and run one tiny completion, so the first user question pays no load cost."""
+        _ = self.retriever
+        with self.compute:
+            for _piece in self.generator.stream([{"role": "user", "content": "Hi"}], max_tokens=1, temperature=0.0):
+                pass
+
+    # --- asking -------------------------------------------------------------------------------------------------
+
+    def search(self, question: str, filters: Filters | None = None, top_k: int | None = None,
+               mode: str | None = None) -> Retrieved:
+        question, _ = A.truncate_question(question)
+        with self.compute:
+            return self.retriever.search(question, filters, top_k=top_k, mode=mode)
+
+    def condense(self, question: str, history: list[Message]) -> str:
+        """A standalone query for a follow-up: the question plus what the previous turn was about.
+
+        Rule-based on purpose: a 135M model rewrites questions unreliably, while naming the previous question's
+        subject is what retrieval needs, e.g. "and how much faster is it?" after a question on SERA ->
+        "and how much faster is it? (previous question: What does SERA train?)".
+        """
+        last_user = next((m["content"] for m in reversed(history) if m["role"] == "user"), "")
+        if not last_user or not _FOLLOWUP.search(question) or len(question.split()) > 25:
+            return question
+        return f"{question} (previous question: {last_user[:300]})"
+
+    def ask(self, question: str, history: list[Message] | None = None, filters: Filters | None = None) -> Answer:
+        final: Answer | None = None
+        for event in self.stream(question, history, filters):
+            if isinstance(event, Answer):
+                final = event
+        assert final is not None
+        return final
+
+    def stream(self, question: str, history: list[Message] | None = None,
+               filters: Filters | None = None) -> Iterator[Event]:
+        _ = self.retriever, self.generator  # loading models is start-up cost, not question latency
+        t0 = time.perf_counter()
+        gen = self.settings.generation
+        question, notice = A.truncate_question(question)
+        notices = [notice] if notice else []
+        history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
+        searched = self.condense(question, history)
+        summary = bool(_SUMMARY.search(question))
+        top_k = max(self.settings.retrieval.top_k, 6 if summary else 0)
+        with self.compute:
+            retrieved = self.retriever.search(searched, filters, top_k=top_k)
+            timings = dict(retrieved.timings)
+            model_name = self.generator.name
+            if not retrieved.hits or retrieved.best_similarity < self.settings.retrieval.min_similarity:
+                timings["total_ms"] = (time.perf_counter() - t0) * 1000
+                yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
+                return
+            t = time.perf_counter()
+            qvec = self.embedder.embed([searched])[0]
+            assert self._scorer is not None
+            blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer,
+                                     max_papers=top_k if summary else gen.evidence_papers,
+                                     per_paper=1 if summary else gen.sentences_per_paper,
+                                     margin=1.0 if summary else 0.22)
+            generator = self.generator
+            budget = A.fit_budget(generator, self.prompts, blocks, question, history, gen.max_tokens,
+                                  template="summary" if summary else "user")
+            timings["prompt_ms"] = (time.perf_counter() - t) * 1000
+            timings["prompt_tokens"] = budget.prompt_tokens
+            pieces: list[str] = []
+            first: float | None = None
+            t = time.perf_counter()
+            for piece in generator.stream(budget.messages, gen.max_tokens, gen.temperature):
+                if first is None:
+                    first = time.perf_counter()
+                    timings["first_token_ms"] = (first - t0) * 1000
+                pieces.append(piece)
+                yield piece
+            end = time.perf_counter()
+            raw = "".join(pieces).strip()
+            n_out = len(pieces)
+            timings["generate_ms"] = (end - t) * 1000
+            timings["tokens_per_s"] = (n_out - 1) / (end - first) if first and n_out > 1 and end > first else 0.0
+            final = self._finish(question, searched, raw, budget.blocks, retrieved.hits, summary)
+        timings["total_ms"] = (time.perf_counter() - t0) * 1000
+        text, mode, checks, dropped = final
+        abstained = mode == "abstained"
+        if budget.dropped_blocks:
+            notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")
+        if budget.dropped_turns:
+            notices.append(f"{budget.dropped_turns} earlier turn(s) left out to fit the model's context")
+        yield Answer(
+            question=question, text=text, citations=() if abstained else tuple(A.citations_for(text, budget.blocks)),
+            hits=tuple(retrieved.hits), abstained=abstained, timings=timings, model=generator.name,
+            settings_fingerprint=self.fingerprint, prompt_version=self.prompts.version, searched=searched, mode=mode,
+            dropped_markers=dropped, dropped_evidence=budget.dropped_blocks, checks=tuple(checks),
+            notices=tuple(notices), evidence=tuple(budget.blocks),
+        )
+
+    def _finish(self, question: str, searched: str, raw: str, blocks: list, hits: list[Hit],
+                summary: bool) -> tuple[str, str, list, int]:
+        """(text, mode, checks, dropped markers) for the model's raw output."""
+        valid = {b.n for b in blocks}
+        text, dropped = A.parse_markers(raw, valid)
+        strong = best_sentence_score(blocks) >= self.settings.retrieval.min_similarity + 0.15
+        if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not summary:
+            if strong:  # the model gave up on evidence that is there: quote it instead
+                return A.extractive(blocks), "extractive", [], dropped
+            return CANNOT_ANSWER, "abstained", [], dropped
+        assert self._scorer is not None
+        papers = self._scorer.sentences([b.hit for b in blocks])
+        text, checks = A.check_answer(text, blocks, self.embedder, papers)
+        if summary:
+            text = A.summary_lines(blocks, text, checks)
+            return text, "generated", checks, dropped
+        if not any(c.supported for c in checks):
+            return A.extractive(blocks), "extractive", checks, dropped
+        return text, "generated", checks, dropped
+
+    def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,
+                 notices: list[str]) -> Answer:
+        return Answer(
+            question=question, text=CANNOT_ANSWER, citations=(), hits=tuple(hits[:3]), abstained=True,
+            timings=timings, model=model, settings_fingerprint=self.fingerprint,
+            prompt_version=self.prompts.version, searched=searched, mode="abstained", notices=tuple(notices),
+        )
+
+
+def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Path] | None = None,
+           keep_removed: bool = False, rebuild: bool = False, progress=None) -> IngestSummary:  # type: ignore[no-untyped-def]
+    """build_index with the real embedder by default; `rebuild` drops the collection first."""
+    from .store import drop_collection
+
+    embedder = embedder or SentenceTransformerEmbedder(settings.embedding)
+    if rebuild:
+        ip = IndexPaths.of(settings)
+        drop_collection(ip.chroma, ip.collection, settings.retrieval.chroma_url)
+        import shutil
+
+        shutil.rmtree(ip.folder, ignore_errors=True)
+    return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, progress=progress)
+
+
+def with_model(settings: Settings, model_path: str) -> Settings:
+    return replace(settings, generation=replace(settings.generation, model_path=model_path))
+
+
+_ = RagError  # re-exported for edges that catch it via pipeline

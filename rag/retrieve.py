@@ -1,0 +1,146 @@
+"""Question -> ranked papers (`Hit`s): dense, BM25, or both fused by reciprocal rank fusion; filters applied here.
+
+Both retrievers rank chunks; a paper's rank in each is the rank of its best chunk. The fused score of a paper is
+sum over retrievers of 1 / (rrf_k + rank), e.g. dense #1 and BM25 #3 with rrf_k=60: 1/61 + 1/63 = 0.0323.
+RRF needs no score calibration between a cosine and a BM25 score, which is why it is the default.
+
+`best_similarity` (the best cosine of any chunk of the paper to the question) is kept on every hit: the answerer
+abstains when the top one is below the calibrated threshold. This module does not choose sentences or talk to
+the model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import Catalog
+from .config import Retrieval
+from .embed import Embedder
+from .lexical import LexicalIndex
+from .records import Hit, Passage
+from .store import ChunkStore
+from .text import tokens
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrict retrieval to some papers: by source file, by having a code link, by id."""
+
+    sources: frozenset[str] = frozenset()
+    has_code: bool | None = None
+    paper_ids: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.sources) or self.has_code is not None or bool(self.paper_ids)
+
+    def where(self) -> dict[str, Any] | None:
+        """The same restriction as a Chroma metadata filter."""
+        clauses: list[dict[str, Any]] = []
+        if self.sources:
+            clauses.append({"source": {"$in": sorted(self.sources)}})
+        if self.has_code is not None:
+            clauses.append({"has_code": self.has_code})
+        if self.paper_ids:
+            clauses.append({"paper_id": {"$in": sorted(self.paper_ids)}})
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+@dataclass
+class Retrieved:
+    hits: list[Hit]
+    timings: dict[str, float] = field(default_factory=dict)  # ms: embed, dense, bm25, fuse
+
+    @property
+    def best_similarity(self) -> float:
+        return max((h.best_similarity for h in self.hits), default=0.0)
+
+
+class Retriever:
+    def __init__(self, embedder: Embedder, store: ChunkStore, lexical: LexicalIndex | None, catalog: Catalog,
+                 settings: Retrieval) -> None:
+        self.embedder, self.store, self.lexical, self.catalog, self.settings = (
+            embedder, store, lexical, catalog, settings)
+
+    def _allowed(self, filters: Filters) -> set[str] | None:
+        if not filters:
+            return None
+        allowed = set()
+        for paper in self.catalog.iter_papers():
+            if filters.sources and paper.source not in filters.sources:
+                continue
+            if filters.has_code is not None and paper.has_code != filters.has_code:
+                continue
+            if filters.paper_ids and paper.paper_id not in filters.paper_ids:
+                continue
+            allowed.add(paper.paper_id)
+        return allowed
+
+    def search(self, question: str, filters: Filters | None = None, top_k: int | None = None,
+               mode: str | None = None) -> Retrieved:
+        filters = filters or Filters()
+        mode = mode or self.settings.mode
+        k = top_k or self.settings.top_k
+        timings: dict[str, float] = {}
+
+        t = time.perf_counter()
+        qvec = self.embedder.embed([question])[0]
+        timings["embed_ms"] = (time.perf_counter() - t) * 1000
+
+        # Dense: always run, since its similarity drives abstention even in bm25 mode.
+        t = time.perf_counter()
+        dense = self.store.query(qvec, self.settings.candidates, where=filters.where())
+        timings["dense_ms"] = (time.perf_counter() - t) * 1000
+
+        lexical: list[tuple[str, str, float]] = []
+        if mode in {"hybrid", "bm25"} and self.lexical is not None:
+            t = time.perf_counter()
+            lexical = self.lexical.search(question, self.settings.candidates, allowed=self._allowed(filters))
+            timings["bm25_ms"] = (time.perf_counter() - t) * 1000
+
+        t = time.perf_counter()
+        passages: dict[str, dict[str, Passage]] = {}
+        best_sim: dict[str, float] = {}
+        dense_rank: dict[str, int] = {}
+        for c in dense:
+            passages.setdefault(c.paper_id, {}).setdefault(c.chunk_id, Passage(c.chunk_id, c.text, c.similarity))
+            best_sim[c.paper_id] = max(best_sim.get(c.paper_id, -1.0), c.similarity)
+            dense_rank.setdefault(c.paper_id, len(dense_rank) + 1)
+        bm25_rank: dict[str, int] = {}
+        for chunk_id, paper_id, score in lexical:
+            bm25_rank.setdefault(paper_id, len(bm25_rank) + 1)
+            passages.setdefault(paper_id, {}).setdefault(chunk_id, Passage(chunk_id, "", score))
+
+        rrf = self.settings.rrf_k
+        scores: dict[str, float] = {}
+        if mode in {"hybrid", "dense"}:
+            for pid, r in dense_rank.items():
+                scores[pid] = scores.get(pid, 0.0) + 1.0 / (rrf + r)
+        if mode in {"hybrid", "bm25"}:
+            for pid, r in bm25_rank.items():
+                scores[pid] = scores.get(pid, 0.0) + 1.0 / (rrf + r)
+        ranked = sorted(scores, key=lambda p: (-scores[p], -best_sim.get(p, 0.0)))[:k]
+        papers = self.catalog.get_many(ranked)
+        qtok = set(tokens(question))
+        hits: list[Hit] = []
+        for pid in ranked:
+            paper = papers.get(pid)
+            if paper is None:  # in the vectors but not the catalog: an interrupted ingest; skip until repaired
+                continue
+            matched = sorted(qtok & set(tokens(paper.raw + " " + paper.title)))
+            why = ", ".join(x for x in (
+                f"dense #{dense_rank[pid]} ({best_sim[pid]:.2f})" if pid in dense_rank else "",
+                f"bm25 #{bm25_rank[pid]}" if pid in bm25_rank else "",
+                f"terms: {', '.join(matched[:8])}" if matched else "",
+            ) if x)
+            texts = [p for p in passages.get(pid, {}).values() if p.text]
+            texts.sort(key=lambda p: -p.score)
+            hits.append(Hit(paper=paper, score=scores[pid], passages=tuple(texts[:3]), why=why,
+                            dense_rank=dense_rank.get(pid), bm25_rank=bm25_rank.get(pid),
+                            best_similarity=best_sim.get(pid, 0.0)))
+        timings["fuse_ms"] = (time.perf_counter() - t) * 1000
+        timings["retrieve_ms"] = sum(timings.values())
+        return Retrieved(hits=hits, timings=timings)

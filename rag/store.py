@@ -1,0 +1,164 @@
+"""The Chroma adapter (the only module that imports chromadb): open, upsert, delete, query -> plain tuples.
+
+One collection per index fingerprint (`chunks-<fingerprint>`), cosine space, vectors always supplied by our own
+embedder: Chroma's default embedding function (which would download a model) is never used. The collection's
+metadata records the embedding model and dimension; opening it with another model is a `StoreError` that says how
+to fix it, never a dimension exception in the middle of a query.
+
+The store is embedded (`PersistentClient` in the data folder) or, when `chroma_url` is set, a Chroma server
+(`HttpClient`). Telemetry is off either way. Nothing outside this module sees a Chroma result object.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from .records import Chunk, StoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as the store returns it, with its cosine similarity to the query (1 = identical)."""
+
+    chunk_id: str
+    paper_id: str
+    text: str
+    similarity: float
+
+
+def _chroma_settings() -> Any:
+    from chromadb.config import Settings as ChromaSettings
+
+    return ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+
+
+class ChunkStore:
+    """Chunk vectors in one Chroma collection."""
+
+    def __init__(self, path: Path, collection: str, model: str, dim: int, url: str = "",
+                 create: bool = True) -> None:
+        import chromadb
+
+        self.path, self.url, self.name = path, url, collection
+        try:
+            if url:
+                parsed = urlparse(url)
+                self._client = chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
+                                                   ssl=parsed.scheme == "https", settings=_chroma_settings())
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                self._client = chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
+            if create:
+                self._col = self._client.get_or_create_collection(
+                    collection, embedding_function=None,
+                    metadata={"hnsw:space": "cosine", "embedding_model": model, "dim": dim},
+                )
+            else:
+                self._col = self._client.get_collection(collection, embedding_function=None)
+        except StoreError:
+            raise
+        except Exception as e:  # chromadb raises many types (sqlite, rust bindings, HTTP); name the store instead
+            where = url or str(path)
+            raise StoreError(f"{where}: cannot open the vector store ({type(e).__name__}: {e})") from None
+        meta = self._col.metadata or {}
+        if meta.get("embedding_model") != model or int(meta.get("dim", dim)) != dim:
+            raise StoreError(
+                f"{url or path}: collection {collection!r} was built with embedding model "
+                f"{meta.get('embedding_model')!r} (dim {meta.get('dim')}), not {model!r} (dim {dim}); "
+                f"re-ingest with `python -m rag ingest --rebuild` or use another --data-dir"
+            )
+        self.model, self.dim = model, dim
+
+    def max_batch(self) -> int:
+        try:
+            return int(self._client.get_max_batch_size())
+        except Exception:  # older servers do not say; Chroma's documented floor
+            return 5000
+
+    def count(self) -> int:
+        return int(self._col.count())
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray, metas: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace chunks by id, in batches no larger than Chroma accepts."""
+        if len(chunks) != len(vectors) or len(chunks) != len(metas):
+            raise ValueError("chunks, vectors and metadata must have the same length")
+        if len(vectors) and vectors.shape[1] != self.dim:
+            raise StoreError(f"vector dimension {vectors.shape[1]} does not match the collection's {self.dim}")
+        step = self.max_batch()
+        for i in range(0, len(chunks), step):
+            part = chunks[i : i + step]
+            self._col.upsert(
+                ids=[c.chunk_id for c in part],
+                embeddings=vectors[i : i + step].tolist(),
+                documents=[c.text for c in part],
+                metadatas=[{"paper_id": c.paper_id, "index": c.index, **m} for c, m in zip(part, metas[i : i + step])],
+            )
+
+    def delete_papers(self, paper_ids: Sequence[str]) -> None:
+        step = 500
+        for i in range(0, len(paper_ids), step):
+            self._col.delete(where={"paper_id": {"$in": list(paper_ids[i : i + step])}})
+
+    def paper_ids(self) -> set[str]:
+        out: set[str] = set()
+        offset, step = 0, 5000
+        while True:
+            got = self._col.get(include=["metadatas"], limit=step, offset=offset)
+            metas = got.get("metadatas") or []
+            out.update(str(m["paper_id"]) for m in metas if m)
+            if len(metas) < step:
+                return out
+            offset += step
+
+    def all_chunks(self) -> list[tuple[str, str, str]]:
+        """(chunk_id, paper_id, text) of every stored chunk, for checks and for rebuilding the lexical index."""
+        out: list[tuple[str, str, str]] = []
+        offset, step = 0, 5000
+        while True:
+            got = self._col.get(include=["metadatas", "documents"], limit=step, offset=offset)
+            ids, metas, docs = got["ids"], got.get("metadatas") or [], got.get("documents") or []
+            out.extend((i, str(m["paper_id"]), d or "") for i, m, d in zip(ids, metas, docs))
+            if len(ids) < step:
+                return out
+            offset += step
+
+    def query(self, vector: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[StoredChunk]:
+        """The k nearest chunks to one query vector, best first."""
+        n = self.count()
+        if n == 0:
+            return []
+        try:
+            res = self._col.query(query_embeddings=[vector.tolist()], n_results=min(k, n), where=where or None,
+                                  include=["documents", "metadatas", "distances"])
+        except Exception as e:
+            raise StoreError(f"{self.url or self.path}: query failed ({type(e).__name__}: {e})") from None
+        ids = res["ids"][0]
+        docs = (res.get("documents") or [[]])[0] or []
+        metas = (res.get("metadatas") or [[]])[0] or []
+        dists = (res.get("distances") or [[]])[0] or []
+        return [
+            StoredChunk(chunk_id=i, paper_id=str(m["paper_id"]), text=d or "", similarity=1.0 - float(dist))
+            for i, d, m, dist in zip(ids, docs, metas, dists)
+        ]
+
+
+def drop_collection(path: Path, collection: str, url: str = "") -> None:
+    """Delete a collection (for `ingest --rebuild`); missing is fine."""
+    import chromadb
+
+    client = (chromadb.HttpClient(host=urlparse(url).hostname, port=urlparse(url).port or 8000,
+                                  settings=_chroma_settings())
+              if url else chromadb.PersistentClient(path=str(path), settings=_chroma_settings()))
+    try:
+        client.delete_collection(collection)
+    except Exception:  # not there: nothing to drop
+        log.debug("collection %s not present", collection)

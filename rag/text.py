@@ -1,0 +1,209 @@
+"""Pure text helpers: LaTeX to readable text, sentence splitting, display titles, links, search normalisation.
+
+Everything here is a deterministic function of its input string, with no I/O and no model, so the parser, the
+chunker, the retriever and the answer checker agree on what a sentence or a token is. It deliberately does not try
+to be a full LaTeX renderer: abstracts use a small subset (\\textbf, $\\times$, \\emph, a few symbols).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# --- cleaning -----------------------------------------------------------------------------------------------------
+
+# Zero-width and bidi control characters: invisible, and a way to smuggle text past a reader or a filter.
+_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """NFC-normalise, drop invisible and control characters, collapse whitespace."""
+    text = unicodedata.normalize("NFC", text)
+    text = _INVISIBLE.sub("", text)
+    text = _CONTROL.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# --- LaTeX -> readable text ----------------------------------------------------------------------------------------
+
+_SYMBOLS = {
+    "times": "×", "cdot": "·", "approx": "≈", "sim": "~", "leq": "≤", "le": "≤", "geq": "≥", "ge": "≥",
+    "neq": "≠", "pm": "±", "infty": "∞", "to": "→", "rightarrow": "→", "leftarrow": "←", "in": "∈",
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "eta": "η",
+    "theta": "θ", "lambda": "λ", "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ",
+    "omega": "ω", "Omega": "Ω", "Theta": "Θ", "Delta": "Δ", "ell": "ℓ", "log": "log", "sqrt": "√",
+    "ldots": "…", "dots": "…", "cdots": "⋯", "%": "%", "&": "&", "_": "_", "#": "#", "$": "$",
+}
+
+
+def latex_to_text(raw: str) -> str:
+    """Render the LaTeX found in abstracts as plain readable text.
+
+    e.g. "cost by \\textbf{9.7$\\times$}" -> "cost by 9.7×";  "$\\mathcal{O}(n)$" -> "O(n)"
+    """
+    s = raw.replace("---", "—").replace("--", "–").replace("``", "“").replace("''", "”").replace("~", " ")
+    s = re.sub(r"\\([%&_#$])", r"\1", s)
+    for _ in range(3):  # unwrap nested \cmd{...} a few levels deep
+        s = re.sub(r"\\(?:textbf|textit|emph|texttt|textsc|textrm|text|mathrm|mathbf|mathcal|mathbb|mathit|"
+                   r"underline|operatorname|boldsymbol|bm)\s*\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"\\([A-Za-z]+)", lambda m: _SYMBOLS.get(m.group(1), ""), s)
+    s = re.sub(r"\^\{([^{}]*)\}", r"^\1", s)
+    s = re.sub(r"_\{([^{}]*)\}", r"_\1", s)
+    s = s.replace("$", "").replace("{", "").replace("}", "")
+    return clean(s)
+
+
+# --- sentences ------------------------------------------------------------------------------------------------------
+
+_ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "vs.", "cf.", "Fig.", "Eq.", "Sec.", "approx.", "resp.", "No.", "Dr.")
+_SPLIT = re.compile(r"(?<=[.!?])[\"”’)\]]?\s+(?=[\"“(\[]?[A-Z0-9$\\])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences; keeps abbreviations such as "e.g." and decimals such as "9.7" intact.
+
+    A text without any sentence end comes back as one sentence.
+    """
+    text = clean(text)
+    if not text:
+        return []
+    out: list[str] = []
+    start = 0
+    for m in _SPLIT.finditer(text):
+        candidate = text[start : m.start() + len(m.group(0).rstrip())].strip()
+        if candidate.endswith(_ABBREVIATIONS):
+            continue
+        if candidate:
+            out.append(candidate)
+        start = m.end()
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+# --- links ----------------------------------------------------------------------------------------------------------
+
+_URL = re.compile(r"(?:https?://|www\.|(?<![\w.@])(?:github\.com|gitlab\.com|huggingface\.co)/)[^\s<>\"'{}\\]+",
+                  re.IGNORECASE)
+
+
+def find_links(text: str) -> tuple[str, ...]:
+    """URLs in the text, trailing punctuation trimmed, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for m in _URL.finditer(text):
+        url = m.group(0).rstrip(".,;:)]}")
+        if not url.lower().startswith("http"):
+            url = "https://" + url
+        seen.setdefault(url, None)
+    return tuple(seen)
+
+
+# --- display titles -------------------------------------------------------------------------------------------------
+
+# "we propose", "this paper introduces", "here we present" ...: where a paper names its own method.
+_INTRO = re.compile(r"\b(?:we|this (?:paper|work)|our (?:paper|work))\b[^.;]{0,40}?\b(?:propose|introduce|present|"
+                    r"produce|develop|design|call|term|dub|build|create|devise|release|formulate)\w*\b", re.IGNORECASE)
+# NAME (Expansion), e.g. "SOLAR (Self-supervised jOint LeArning for symmetric multimodal Retrieval)"
+_NAME_THEN_EXPANSION = re.compile(r"\b([A-Z][\w\-]*[A-Z][\w\-]*\d*)\s*\(([^()]{8,140})\)")
+# Expansion (NAME), e.g. "Next Implicit Token Prediction (NITP)"
+_EXPANSION_THEN_NAME = re.compile(r"((?:[\w\-]+\s+){1,12}?[\w\-]+)\s*\(([A-Z][\w\-]*[A-Z][\w\-]*\d*)\)")
+# "we propose PrivGate, a gate that ..." -> ("PrivGate", "a gate that ...")
+_NAMED = re.compile(r"\b(?:propose|introduce|present|produce|develop|design|call|term|dub)\w*\s+"
+                    r"(?:a\s+|an\s+|the\s+)?(?:\w+\s+){0,3}?([A-Z][a-z]*[A-Z][\w\-]*|[A-Z]{3,}[\w\-]*)"
+                    r"(?:\s*\([^()]*\))?,\s+(an?\s+[^,.;]{8,90})")
+
+
+def _spells(name: str, words: list[str]) -> bool:
+    """Do the name's capitals appear, in order, among the words' capitals or initials?"""
+    caps = [c for c in name if c.isupper()]
+    for source in ("".join(c for c in " ".join(words) if c.isupper()), "".join(w[0].upper() for w in words if w)):
+        it = iter(source)
+        if caps and all(c in it for c in caps):
+            return True
+    return False
+
+
+def _expansion_words(name: str, expansion: str, name_first: bool) -> list[str] | None:
+    """The fewest words of the expansion that spell the name: e.g. "We propose Next Implicit Token Prediction"
+    for NITP -> ["Next", "Implicit", "Token", "Prediction"]."""
+    words = expansion.split()
+    spans = [words[:k] for k in range(1, len(words) + 1)] if name_first else \
+        [words[-k:] for k in range(1, len(words) + 1)]
+    for span in spans:
+        if _spells(name, span):
+            return words if name_first else span
+    return None
+
+
+def derive_title(text: str, max_len: int = 100) -> str:
+    """A short display title for an abstract: its named method and expansion, else its opening sentence.
+
+    e.g. "... We produce SOLAR (Self-supervised jOint LeArning for ...)" -> "SOLAR: Self-supervised jOint LeArning ..."
+    A field's own acronym ("Reinforcement learning (RL)") is not a method name: lower-case expansions score low.
+    """
+    sentences = split_sentences(text)
+    best: tuple[int, str] | None = None
+    for i, sentence in enumerate(sentences):
+        intro = bool(_INTRO.search(sentence))
+        candidates = [(m.group(1), m.group(2), True) for m in _NAME_THEN_EXPANSION.finditer(sentence)]
+        candidates += [(m.group(2), m.group(1), False) for m in _EXPANSION_THEN_NAME.finditer(sentence)]
+        for name, expansion, name_first in candidates:
+            words = _expansion_words(name, expansion.strip(), name_first)
+            if not words:
+                continue
+            # A coined name is spelled by the expansion's own capitals ("jOint LeArning"); a field's acronym is not.
+            capitalised = _spells(name, ["".join(c for c in " ".join(words) if c.isupper())])
+            score = (3 if intro else 0) + (2 if capitalised else -2) - (2 if i == 0 and not intro else 0)
+            joined = " ".join(words)
+            title = f"{name}: {joined[0].upper()}{joined[1:]}"
+            if best is None or score > best[0]:
+                best = (score, title)
+        named = _NAMED.search(sentence)
+        if named and intro and (best is None or best[0] < 3):
+            best = (3, f"{named.group(1)}: {_shorten(named.group(2).strip(), 70)}")
+    if best is not None and best[0] >= 3:
+        return _shorten(best[1], max_len)
+    opening = sentences[0] if sentences else clean(text)
+    return _shorten(opening.rstrip("."), max_len)
+
+
+def _shorten(text: str, max_len: int) -> str:
+    text = clean(text)
+    if len(text) <= max_len:
+        return text
+    cut = text[: max_len - 1].rsplit(" ", 1)[0]
+    return cut.rstrip(",;:") + "…"
+
+
+# --- search normalisation ------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:[.\-][a-z0-9]+)*")
+STOPWORDS = frozenset(
+    "a an and are as at be by can do does for from has have how in into is it its of on or our paper papers that the "
+    "their them these this those to was we were what when where which while who why with work works study studies "
+    "about any there than then so such also use used using based show shows via".split()
+)
+
+
+def search_form(text: str) -> str:
+    """Lower-case text for lexical search: unicode folded, LaTeX stripped, "×" read as "x"."""
+    s = latex_to_text(text) if "\\" in text or "$" in text else text
+    s = unicodedata.normalize("NFKC", s).replace("×", "x").replace("–", "-").replace("—", "-")
+    return s.lower()
+
+
+def tokens(text: str, drop_stopwords: bool = True) -> list[str]:
+    """Lexical tokens: keeps "9.7x", "mm2mm", "llm-based" whole and also yields their parts.
+
+    e.g. "9.7× cheaper LLM-based" -> ["9.7x", "cheaper", "llm-based", "llm", "based"]
+    """
+    out: list[str] = []
+    for tok in _TOKEN.findall(search_form(text)):
+        if drop_stopwords and tok in STOPWORDS:
+            continue
+        out.append(tok)
+        if "-" in tok:
+            out.extend(p for p in tok.split("-") if p and not (drop_stopwords and p in STOPWORDS))
+    return out
