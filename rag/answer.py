@@ -19,7 +19,7 @@ import numpy as np
 from .embed import Embedder
 from .generate import Generator, Message
 from .prompts import Prompts
-from .records import CANNOT_ANSWER, Citation, Evidence, SentenceCheck
+from .records import CANNOT_ANSWER, Citation, ContextError, Evidence, SentenceCheck
 from .text import clean, search_form, split_sentences
 
 SUPPORT_SIMILARITY = 0.55  # answer sentence vs. a sentence of the cited paper
@@ -72,6 +72,7 @@ class Budgeted:
     dropped_blocks: int
     dropped_turns: int
     prompt_tokens: int
+    max_tokens: int  # what is left for the answer (never more than asked)
 
 
 def fit_budget(generator: Generator, prompts: Prompts, blocks: list[Evidence], question: str,
@@ -84,7 +85,7 @@ def fit_budget(generator: Generator, prompts: Prompts, blocks: list[Evidence], q
         messages = build_messages(prompts, blocks, question, history, template)
         used = generator.count_tokens(messages)
         if used <= limit:
-            return Budgeted(messages, blocks, dropped_blocks, dropped_turns, used)
+            return Budgeted(messages, blocks, dropped_blocks, dropped_turns, used, max_tokens)
         if history:
             history = history[2:]
             dropped_turns += 1
@@ -94,11 +95,14 @@ def fit_budget(generator: Generator, prompts: Prompts, blocks: list[Evidence], q
         elif blocks and len(blocks[0].sentences) > 1:
             b = blocks[0]
             blocks = [Evidence(b.n, b.hit, b.sentences[:-1], b.sentence_scores[:-1])]
-            dropped_blocks += 0
         elif len(question) > 40:
             question = question[: len(question) // 2]
-        else:
-            return Budgeted(messages, blocks, dropped_blocks, dropped_turns, used)
+        else:  # even the smallest prompt is long: shorten the answer instead, or give up before llama.cpp does
+            room = generator.n_ctx - used - 8
+            if room < 16:
+                raise ContextError(f"the prompt needs {used} tokens but the model's context is {generator.n_ctx}; "
+                                   "raise generation.n_ctx")
+            return Budgeted(messages, blocks, dropped_blocks, dropped_turns, used, room)
 
 
 def parse_markers(text: str, valid: set[int]) -> tuple[str, int]:
@@ -166,7 +170,7 @@ def check_answer(text: str, blocks: list[Evidence], embedder: Embedder,
         best = max(support, key=lambda n: support[n], default=None)
         if not ok and best is not None and support[best] >= SUPPORT_SIMILARITY:
             # Cited the wrong source or none: point at the source that supports it.
-            s = _MARKER.sub("", s).rstrip()
+            s = re.sub(r"\s*" + _MARKER.pattern, "", s).rstrip()
             end = s[-1] if s and s[-1] in ".!?" else ""
             s = f"{s[:-1] if end else s} [{best}]{end or '.'}"
             ok = [best]

@@ -79,7 +79,7 @@ def find_files(paths: Iterable[Path], report: ParseReport) -> list[Path]:
             if any(part.startswith(".") for part in rel.parts):
                 continue  # hidden files and folders are never corpus
             if path.is_symlink() and not path.resolve().is_relative_to(base):
-                report.skipped.append(Skip(str(path), "symlink pointing outside the corpus folder; not followed"))
+                report.skipped.append(Skip(str(rel), "symlink pointing outside the corpus folder; not followed"))
                 continue
             if path.is_file() and path.name.lower() != "readme.md":
                 out.append(path)

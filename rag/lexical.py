@@ -54,6 +54,8 @@ class LexicalIndex:
     @classmethod
     def load(cls, folder: Path) -> LexicalIndex | None:
         """The saved index, or None when there is none (or it is unreadable: the caller rebuilds it)."""
+        if not folder.exists():
+            return None
         try:
             ids = json.loads((folder / "ids.json").read_text())
             model = None

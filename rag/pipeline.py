@@ -163,7 +163,7 @@ class Assistant:
             pieces: list[str] = []
             first: float | None = None
             t = time.perf_counter()
-            for piece in generator.stream(budget.messages, gen.max_tokens, gen.temperature):
+            for piece in generator.stream(budget.messages, budget.max_tokens, gen.temperature):
                 if first is None:
                     first = time.perf_counter()
                     timings["first_token_ms"] = (first - t0) * 1000

@@ -199,5 +199,9 @@ class StoreLockedError(StoreError):
     """Another process is writing this store."""
 
 
+class ContextError(RagError):
+    """A prompt cannot be made to fit the model's context window."""
+
+
 class ModelError(RagError):
     """A GGUF model cannot be found or loaded (names the path)."""

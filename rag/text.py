@@ -146,6 +146,8 @@ def derive_title(text: str, max_len: int = 100) -> str:
     sentences = split_sentences(text)
     best: tuple[int, str] | None = None
     for i, sentence in enumerate(sentences):
+        if len(sentence) > 600:  # no title lives in a giant run-on; and the regexes below would backtrack on it
+            continue
         intro = bool(_INTRO.search(sentence))
         candidates = [(m.group(1), m.group(2), True) for m in _NAME_THEN_EXPANSION.finditer(sentence)]
         candidates += [(m.group(2), m.group(1), False) for m in _EXPANSION_THEN_NAME.finditer(sentence)]
@@ -166,7 +168,7 @@ def derive_title(text: str, max_len: int = 100) -> str:
     if best is not None and best[0] >= 3:
         return _shorten(best[1], max_len)
     opening = sentences[0] if sentences else clean(text)
-    return _shorten(opening.rstrip("."), max_len)
+    return _shorten(opening[: max_len * 2].rstrip("."), max_len)
 
 
 def _shorten(text: str, max_len: int) -> str:

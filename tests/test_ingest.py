@@ -1,0 +1,127 @@
+"""Parsing the seeds and bad input: each bad file gets a reason, the run goes on."""
+
+import codecs
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rag.ingest import ParseReport, iter_papers, paper_id
+from rag.records import IngestError
+
+SEEDS = Path(__file__).resolve().parent.parent / "seeds"
+
+
+def parse(*paths: Path) -> tuple[list, ParseReport]:
+    report = ParseReport()
+    return list(iter_papers(list(paths), report)), report
+
+
+def test_seeds_parse_into_38_papers_with_right_positions() -> None:
+    papers, report = parse(SEEDS)
+    assert len(papers) == 38
+    assert not report.skipped
+    by_file: dict[str, list[int]] = {}
+    for p in papers:
+        by_file.setdefault(p.source, []).append(p.position)
+        assert p.venue == "ICML 2026 Papers"
+    assert by_file == {"000_938f08ec0059db85.txt": list(range(19)), "003_fcd762a5da0c7c9c.txt": list(range(19))}
+    titles = [p.title for p in papers]
+    assert all(t.strip() for t in titles) and len(set(titles)) == 38
+    assert len({p.paper_id for p in papers}) == 38
+
+
+def test_seed_details_titles_links_and_latex() -> None:
+    papers, _ = parse(SEEDS)
+    first = {(p.source[:3], p.position): p for p in papers}
+    assert first[("000", 1)].title == "SOLAR: Self-supervised jOint LeArning for symmetric multimodal Retrieval"
+    assert first[("000", 18)].links == ("https://github.com/vLAR-group/FoundObj",)
+    assert sum(1 for p in papers if p.links) == 6
+    kd = first[("000", 0)]
+    assert "9.7×" in kd.abstract and r"\textbf" not in kd.abstract and r"\textbf" in kd.raw
+
+
+def test_ids_are_stable_and_content_derived(tmp_path: Path) -> None:
+    text = (SEEDS / "000_938f08ec0059db85.txt").read_text(encoding="utf-8")
+    blocks = text.split("\n\n")
+    # Same abstract, other file, other position: same id.
+    (tmp_path / "moved.txt").write_text("Venue\n\n" + blocks[5] + "\n", encoding="utf-8")
+    papers, _ = parse(tmp_path)
+    assert papers[0].paper_id == paper_id(blocks[5])
+    original, _ = parse(SEEDS)
+    assert papers[0].paper_id in {p.paper_id for p in original}
+
+
+ABSTRACT = "We propose a method for testing parsers. It handles many odd inputs gracefully and reports them."
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("empty.txt", b"", "empty file"),
+        ("blank.txt", b"   \n\n \t\n", "whitespace only"),
+        ("nul.txt", b"abc\x00def" * 10, "binary file"),
+        ("image.png.txt", b"\x89PNG\r\n\x1a\n" + os.urandom(64), "binary file"),
+        ("broken.txt", "Venue\n\ncafé ".encode() + b"\xc3\x28 " + ABSTRACT.encode(), "invalid UTF-8"),
+    ],
+)
+def test_bad_files_are_skipped_with_a_reason(tmp_path: Path, name: str, data: bytes, reason: str) -> None:
+    (tmp_path / name).write_bytes(data)
+    (tmp_path / "good.txt").write_text("Venue\n\n" + ABSTRACT, encoding="utf-8")
+    papers, report = parse(tmp_path)
+    assert [p.source for p in papers] == ["good.txt"]
+    assert any(s.where == name and reason in s.reason for s in report.skipped), report.skipped
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "latin-1", "utf-16", "utf-8-sig"])
+def test_known_encodings_are_decoded(tmp_path: Path, encoding: str) -> None:
+    text = "Venue\n\nWe study café naïveté in a résumé corpus. It reports accuracy carefully."
+    (tmp_path / "a.txt").write_bytes(text.encode(encoding))
+    papers, _ = parse(tmp_path)
+    assert len(papers) == 1 and "café naïveté" in papers[0].abstract
+
+
+def test_abstract_without_sentence_end_is_kept_with_a_note(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Venue\n\nWe propose a thing that never ends its sentence", encoding="utf-8")
+    papers, report = parse(tmp_path)
+    assert len(papers) == 1
+    assert any("no sentence end" in n.reason and n.line == 3 for n in report.notes)
+
+
+def test_duplicates_hidden_files_and_outside_symlinks(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("V\n\n" + ABSTRACT, encoding="utf-8")
+    (corpus / "b.txt").write_text("V\n\n" + ABSTRACT, encoding="utf-8")
+    (corpus / ".hidden.txt").write_text("V\n\nA hidden abstract that must never be read by the parser.", "utf-8")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("V\n\nA secret outside the corpus that must not be followed at all.", encoding="utf-8")
+    (corpus / "link.txt").symlink_to(outside)
+    papers, report = parse(corpus)
+    assert [p.source for p in papers] == ["a.txt"]
+    reasons = " ".join(str(s) for s in report.skipped)
+    assert "duplicate" in reasons and "link.txt: symlink" in reasons and ".hidden" not in reasons
+
+
+def test_missing_folder_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(IngestError, match="no such file or folder"):
+        parse(tmp_path / "nope")
+
+
+def test_jsonl_and_csv_are_streamed_with_line_numbers(tmp_path: Path) -> None:
+    rows = [{"title": "Paper One", "abstract": ABSTRACT, "authors": ["A. B"], "year": 2024, "url": "https://x.org/1"},
+            {"title": "No abstract"}]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{bad json\n", encoding="utf-8")
+    (tmp_path / "e.csv").write_text('title,abstract\n"Two","' + ABSTRACT.replace("method", "tool") + '"\n', "utf-8")
+    papers, report = parse(tmp_path)
+    assert [p.title for p in papers] == ["Paper One", "Two"]
+    assert papers[0].year == 2024 and papers[0].links == ("https://x.org/1",)
+    lines = {(s.where, s.line) for s in report.skipped}
+    assert ("d.jsonl", 2) in lines and ("d.jsonl", 3) in lines
+
+
+def test_utf16_without_bom_is_not_misread(tmp_path: Path) -> None:
+    (tmp_path / "u.txt").write_bytes(codecs.BOM_UTF16_LE + "V\n\n".encode("utf-16-le") + ABSTRACT.encode("utf-16-le"))
+    papers, _ = parse(tmp_path)
+    assert papers[0].abstract == ABSTRACT

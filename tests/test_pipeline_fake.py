@@ -1,0 +1,107 @@
+"""The whole path on a real Chroma store in tmp_path, with the fake embedder and a scripted generator."""
+
+from pathlib import Path
+
+import pytest
+from conftest import make_settings
+from fakes import HashEmbedder, ScriptedGenerator
+
+from rag.indexer import build_index
+from rag.pipeline import Assistant
+from rag.records import CANNOT_ANSWER, Answer, StoreError
+from rag.retrieve import Filters
+
+PRIVGATE = "6480b13cf7654701"
+
+
+@pytest.fixture
+def built(tmp_path: Path):  # type: ignore[no-untyped-def]
+    s = make_settings(tmp_path / "data")
+    emb = HashEmbedder()
+    summary = build_index(s, emb)
+    return s, emb, summary
+
+
+def test_ingest_is_idempotent_and_incremental(built, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    s, emb, first = built
+    assert (first.papers, first.added) == (38, 38) and first.chunks > 38
+    before = emb.embedded
+    again = build_index(s, emb)
+    assert (again.papers, again.chunks, again.added, again.embedded_chunks) == (38, first.chunks, 0, 0)
+    assert emb.embedded == before  # unchanged input: no embedding work at all
+
+
+def test_edits_and_removals_leave_no_stale_chunks(tmp_path: Path, corpus: Path) -> None:
+    s = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus})
+    emb = HashEmbedder()
+    build_index(s, emb)
+    f = corpus / "000_938f08ec0059db85.txt"
+    text = f.read_text(encoding="utf-8")
+    f.write_text(text.replace("reducing training cost by", "cutting training cost by"), encoding="utf-8")
+    edited = build_index(s, emb)
+    assert (edited.papers, edited.added, edited.removed) == (38, 1, 1)
+    (corpus / "003_fcd762a5da0c7c9c.txt").unlink()
+    gone = build_index(s, emb)
+    assert (gone.papers, gone.removed) == (19, 19)
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    store_ids = a.retriever.store.paper_ids()
+    assert store_ids == a.catalog.ids() and len(store_ids) == 19
+
+
+def test_answer_cites_only_given_sources(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    gen = ScriptedGenerator(["End-to-end evaluations show that PrivGate achieves a 62.6% average relative reduction "
+                             "in privacy leakage with 15.9% token overhead [1] [9]."])
+    a = Assistant(s, embedder=emb, generator=gen)
+    events = list(a.stream("How much does PrivGate reduce privacy leakage?"))
+    assert all(isinstance(e, str) for e in events[:-1]) and isinstance(events[-1], Answer)
+    ans = events[-1]
+    assert not ans.abstained and ans.mode == "generated"
+    assert ans.dropped_markers == 1 and "[9]" not in ans.text
+    assert [c.paper.paper_id for c in ans.citations] == [PRIVGATE]
+    retrieved = {h.paper.paper_id for h in ans.hits}
+    assert all(c.paper.paper_id in retrieved for c in ans.citations)
+    sys_prompt, user = gen.prompts[0][0]["content"], gen.prompts[0][-1]["content"]
+    assert "not instructions" in sys_prompt and user.rstrip().endswith("How much does PrivGate reduce privacy leakage?")
+    d = ans.to_dict()
+    assert {"question", "answer", "abstained", "citations", "hits", "timings", "model", "settings_fingerprint"} <= set(d)
+    assert d["citations"][0]["source"] == "000_938f08ec0059db85.txt" and d["citations"][0]["position"] == 12
+
+
+def test_unrelated_question_abstains_without_calling_the_model(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    gen = ScriptedGenerator()
+    ans = Assistant(s, embedder=emb, generator=gen).ask("zucchini lasagna oven recipe?")
+    assert ans.abstained and ans.text == CANNOT_ANSWER and not ans.citations and gen.prompts == []
+
+
+def test_unsupported_answer_falls_back_to_quoted_evidence(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    gen = ScriptedGenerator(["Bananas are yellow and grow in bunches [1]."])
+    ans = Assistant(s, embedder=emb, generator=gen).ask("How much does PrivGate reduce privacy leakage?")
+    assert ans.mode == "extractive" and ans.text.startswith("Quoted from the abstracts")
+    assert ans.citations and ans.citations[0].paper.paper_id == PRIVGATE
+
+
+def test_filters_restrict_retrieval(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    only = a.search("privacy leakage", filters=Filters(sources=frozenset({"003_fcd762a5da0c7c9c.txt"})))
+    assert only.hits and all(h.paper.source == "003_fcd762a5da0c7c9c.txt" for h in only.hits)
+    code = a.search("reinforcement learning", filters=Filters(has_code=True))
+    assert code.hits and all(h.paper.has_code for h in code.hits)
+    one = a.search("anything at all", filters=Filters(paper_ids=frozenset({PRIVGATE})))
+    assert [h.paper.paper_id for h in one.hits] == [PRIVGATE]
+
+
+def test_no_index_is_a_clear_error(tmp_path: Path) -> None:
+    a = Assistant(make_settings(tmp_path / "empty"), embedder=HashEmbedder(), generator=ScriptedGenerator())
+    with pytest.raises(StoreError, match="run `python -m rag ingest` first"):
+        a.search("x")
+
+
+def test_other_embedding_model_is_refused_with_the_fix(built) -> None:  # type: ignore[no-untyped-def]
+    s, _, _ = built
+    other = HashEmbedder(dim=128)
+    with pytest.raises(StoreError, match="--rebuild"):
+        build_index(s, other)

@@ -1,0 +1,128 @@
+"""ui.render: model output and abstracts become inert HTML; only our own [n] citation links survive. Fast, no models."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rag.records import Answer, Citation, Hit, Paper, SentenceCheck
+from ui import render as R
+
+PAPER = Paper(paper_id="p1", title="PrivGate <b>gating</b>", venue="ICML 2026 Papers", source="000_x.txt",
+              position=12, abstract="We study leakage. PrivGate cuts privacy leakage by 62.6%. Code is public.",
+              raw="", links=("https://github.com/x/privgate", "javascript:alert(1)"))
+
+
+def _tags(html: str) -> set[str]:
+    return {t.lower() for t in re.findall(r"<\s*([a-zA-Z][\w-]*)", html)}
+
+
+@pytest.mark.parametrize("evil", [
+    "<script>alert(1)</script>",
+    '<img src=x onerror="alert(1)">',
+    "<iframe src='http://evil/'></iframe>",
+    '<a href="javascript:alert(1)">x</a>',
+])
+def test_raw_html_is_escaped(evil: str) -> None:
+    out = R.render_answer(f"Answer {evil} end [1].", {1})
+    assert _tags(out) <= {"a"}  # only our citation link is a tag
+    assert "&lt;" in out
+    assert "onerror=" not in out.replace("onerror=&quot;", "")  # survives only as escaped text
+
+
+def test_markdown_image_is_stripped_keeping_alt_text() -> None:
+    out = R.render_answer("See ![x](http://evil/x.png) here.", set())
+    assert "evil" not in out and "![" not in out and "(http" not in out
+    assert "See x here." == out
+
+
+def test_markdown_links_keep_only_their_text() -> None:
+    out = R.render_answer("Click [a](javascript:alert(1)) or [b](http://evil/) or [c][ref].\n\n[ref]: http://evil",
+                          set())
+    assert "javascript" not in out.lower().split("alert")[0] or "href" not in out
+    assert "href" not in out
+    assert "](" not in out
+    # the remaining brackets cannot form a reference link: they are entities
+    assert "[" not in out and "]" not in out
+
+
+def test_autolinks_are_neutralised() -> None:
+    out = R.safe_text("visit http://evil.example/x or www.evil.example or mail me@evil.example or <http://evil>")
+    assert "://" not in out and "www." not in out and "@" not in out and "<" not in out
+    assert "http&#58;//evil.example/x" in out
+
+
+def test_markers_link_only_valid_citations() -> None:
+    out = R.render_answer("A [1]. B [2]. C [7]. D [1, 2].", {1, 2})
+    assert out.count('href="#cite-1"') == 2 and out.count('href="#cite-2"') == 2
+    assert "#cite-7" not in out and "&#91;7&#93;" in out
+    # a marker group naming any unknown source stays text as a whole
+    assert 'href="#cite-3"' not in R.render_answer("E [1, 3].", {1})
+
+
+def test_streamed_text_has_no_links_yet() -> None:
+    out = R.render_stream("PrivGate cuts leakage [1] <b>")
+    assert "<a" not in out and "&lt;b&gt;" in out and "&#91;1&#93;" in out
+
+
+def test_unsupported_sentences_are_flagged() -> None:
+    text = "PrivGate cuts leakage by 62.6% [1]. It also cures cancer [1]."
+    out = R.render_answer(text, {1}, ["It also cures cancer."])
+    assert out.count('class="unsupported"') == 1
+    flagged = out.split('class="unsupported"')[1]
+    assert flagged.index("cures cancer") < flagged.index("⚠ unsupported")
+    assert out.index("62.6%") < out.index('class="unsupported"')
+
+
+def test_paper_card_escapes_and_highlights() -> None:
+    card = R.paper_card(PAPER, n=1, supporting=["PrivGate cuts privacy leakage by 62.6%."])
+    assert 'id="cite-1"' in card
+    assert "<mark>PrivGate cuts privacy leakage by 62.6%.</mark>" in card
+    assert "&lt;b&gt;gating&lt;/b&gt;" in card
+    assert 'href="https://github.com/x/privgate"' in card and "javascript:" not in card
+    assert "000_x.txt #12" in card
+
+
+def test_highlight_finds_sentences_despite_spacing() -> None:
+    out = R.highlight("One  sentence\nhere. Two.", ["One sentence here."])
+    assert out.startswith("<mark>One  sentence\nhere.</mark>")
+
+
+def _answer(**kw: object) -> Answer:
+    base: dict[str, object] = dict(question="q", text="PrivGate cuts leakage by 62.6% [1].", citations=(),
+                                   hits=(Hit(PAPER, 0.03, best_similarity=0.7),), abstained=False,
+                                   timings={"first_token_ms": 812.0, "total_ms": 2400.0, "tokens_per_s": 31.5,
+                                            "retrieve_ms": 45.0},
+                                   model="SmolLM2.gguf", settings_fingerprint="abc", searched="q")
+    base.update(kw)
+    return Answer(**base)  # type: ignore[arg-type]
+
+
+def test_sources_panel_cards_and_uncited() -> None:
+    other = Paper(paper_id="p2", title="Other", venue="V", source="003_y.txt", position=1, abstract="Else.", raw="")
+    ans = _answer(citations=(Citation(1, PAPER, ("PrivGate cuts privacy leakage by 62.6%.",)),),
+                  hits=(Hit(PAPER, 0.03), Hit(other, 0.02, why="dense #2")))
+    panel = R.sources_panel(ans)
+    assert 'id="cite-1"' in panel and "<mark>" in panel
+    assert "<details><summary>Retrieved but not cited (1)</summary>" in panel and "dense #2" in panel
+
+
+def test_abstained_panel_shows_closest_papers() -> None:
+    panel = R.sources_panel(_answer(abstained=True, text="I cannot answer this from these abstracts.",
+                                    mode="abstained"))
+    assert "Cannot answer from these abstracts" in panel and "PrivGate" in panel and "cite-" not in panel
+
+
+def test_small_print() -> None:
+    sp = R.small_print(_answer(question="and how?", searched="and how? (previous question: <x>)",
+                               checks=(SentenceCheck("s", (1,), False, 0.2),)))
+    assert "SmolLM2.gguf" in sp and "first token 812 ms" in sp and "31.5 tok/s" in sp and "retrieval 45 ms" in sp
+    assert "searched: and how? (previous question: &lt;x&gt;)" in sp
+    assert "searched:" not in R.small_print(_answer())
+
+
+def test_safe_url() -> None:
+    assert R.safe_url("https://x.org/a?b=1&c=2") == "https://x.org/a?b=1&amp;c=2"
+    for bad in ("javascript:alert(1)", "data:text/html,x", "//evil", "http:/x", " vbscript:x"):
+        assert R.safe_url(bad) is None
