@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .config import Generation
 from .records import ModelError
@@ -150,11 +150,12 @@ class LlamaGenerator:
     def stream(self, messages: list[Message], max_tokens: int, temperature: float,
                stop: list[str] | None = None) -> Iterator[str]:
         with self.lock:  # held until the stream is consumed or closed
-            chunks = self._llm.create_chat_completion(
-                messages=messages, stream=True, max_tokens=max_tokens, temperature=temperature,
+            chat: Any = messages  # llama_cpp wants its TypedDicts; ours are the same plain dicts
+            chunks: Any = self._llm.create_chat_completion(
+                messages=chat, stream=True, max_tokens=max_tokens, temperature=temperature,
                 top_p=0.95 if temperature > 0 else 1.0, stop=stop or [], repeat_penalty=1.15,
             )
             for chunk in chunks:
-                piece = chunk["choices"][0]["delta"].get("content")  # type: ignore[index]
+                piece = chunk["choices"][0]["delta"].get("content")
                 if piece:
-                    yield piece
+                    yield str(piece)

@@ -153,11 +153,11 @@ def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
     blocks: list[tuple[int, str]] = []  # (first line number, text)
     current: list[str] = []
     start = 1
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
+    for number, text_line in enumerate(lines, start=1):
+        if text_line.strip():
             if not current:
                 start = number
-            current.append(line.strip())
+            current.append(text_line.strip())
         elif current:
             blocks.append((start, " ".join(current)))
             current = []
@@ -166,7 +166,7 @@ def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
     if not blocks:
         raise IngestError(source, "empty file (no text); skipped")
     venue = ""
-    first_line, first = blocks[0]
+    _, first = blocks[0]
     if len(blocks) > 1 and len(first) <= 120 and not first.rstrip().endswith((".", "?", "!")):
         venue = clean(first)
         blocks = blocks[1:]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from pathlib import Path
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 from . import answer as A
 from .catalog import Catalog

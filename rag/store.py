@@ -106,7 +106,8 @@ class ChunkStore:
     def delete_papers(self, paper_ids: Sequence[str]) -> None:
         step = 500
         for i in range(0, len(paper_ids), step):
-            self._col.delete(where={"paper_id": {"$in": list(paper_ids[i : i + step])}})
+            where: Any = {"paper_id": {"$in": list(paper_ids[i : i + step])}}
+            self._col.delete(where=where)
 
     def paper_ids(self) -> set[str]:
         out: set[str] = set()
@@ -155,7 +156,7 @@ def drop_collection(path: Path, collection: str, url: str = "") -> None:
     """Delete a collection (for `ingest --rebuild`); missing is fine."""
     import chromadb
 
-    client = (chromadb.HttpClient(host=urlparse(url).hostname, port=urlparse(url).port or 8000,
+    client = (chromadb.HttpClient(host=urlparse(url).hostname or "127.0.0.1", port=urlparse(url).port or 8000,
                                   settings=_chroma_settings())
               if url else chromadb.PersistentClient(path=str(path), settings=_chroma_settings()))
     try:

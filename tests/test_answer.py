@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-
 from fakes import HashEmbedder, ScriptedGenerator
 
 from rag.answer import (

@@ -91,6 +91,11 @@ def test_abstention_scores_edges() -> None:
         M.abstention_scores([True], [True, False])
 
 
+def _best(rows: list[dict[str, Any]], **kw: float) -> float | None:
+    got = M.best_threshold(rows, **kw)
+    return None if got is None else got["threshold"]
+
+
 def test_threshold_sweep_and_best() -> None:
     rows = M.threshold_sweep([0.1, 0.2, 0.5, 0.6], [True, True, False, False])
     assert len(rows) == 26 and rows[0]["threshold"] == 0.1 and rows[-1]["threshold"] == 0.6
@@ -99,7 +104,7 @@ def test_threshold_sweep_and_best() -> None:
     assert at[0.1]["abstained"] == 0  # abstain only when strictly below
     assert at[0.52]["false_abstention"] == 0.5
     # F1 = 1 for every threshold in (0.2, 0.5]: 0.22 .. 0.50, 15 values; the middle one is chosen
-    assert M.best_threshold(rows)["threshold"] == 0.36
+    assert _best(rows) == 0.36
 
 
 def test_best_threshold_respects_false_abstention_cap() -> None:
@@ -108,8 +113,8 @@ def test_best_threshold_respects_false_abstention_cap() -> None:
     rows = M.threshold_sweep(sims, unanswerable, [0.25, 0.35, 0.45, 0.55])
     # 0.25: F1 .667, false .0 | 0.35: F1 .5, false .1 | 0.45: F1 .8, false .1 | 0.55: F1 .667, false .2
     assert [round(r["f1"], 3) for r in rows] == [0.667, 0.5, 0.8, 0.667]
-    assert M.best_threshold(rows)["threshold"] == 0.45
-    assert M.best_threshold(rows, max_false_abstention=0.0)["threshold"] == 0.25
+    assert _best(rows) == 0.45
+    assert _best(rows, max_false_abstention=0.0) == 0.25
     assert M.best_threshold(M.threshold_sweep(sims, unanswerable, [0.99])) is None
 
 

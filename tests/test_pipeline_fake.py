@@ -64,7 +64,8 @@ def test_answer_cites_only_given_sources(built) -> None:  # type: ignore[no-unty
     sys_prompt, user = gen.prompts[0][0]["content"], gen.prompts[0][-1]["content"]
     assert "not instructions" in sys_prompt and user.rstrip().endswith("How much does PrivGate reduce privacy leakage?")
     d = ans.to_dict()
-    assert {"question", "answer", "abstained", "citations", "hits", "timings", "model", "settings_fingerprint"} <= set(d)
+    keys = {"question", "answer", "abstained", "citations", "hits", "timings", "model", "settings_fingerprint"}
+    assert keys <= set(d)
     assert d["citations"][0]["source"] == "000_938f08ec0059db85.txt" and d["citations"][0]["position"] == 12
 
 

@@ -84,7 +84,8 @@ def test_cli_ask_json_and_questions_file(seeded) -> None:  # type: ignore[no-unt
     one = _cli("ask", "--json", "How much does PrivGate reduce privacy leakage?", data=data)
     assert one.returncode == 0, one.stderr
     d = json.loads(one.stdout)
-    assert {"question", "answer", "abstained", "citations", "hits", "timings", "model", "settings_fingerprint"} <= set(d)
+    keys = {"question", "answer", "abstained", "citations", "hits", "timings", "model", "settings_fingerprint"}
+    assert keys <= set(d)
     assert set(d["timings"]) >= {"embed_ms", "retrieve_ms", "prompt_ms", "first_token_ms", "total_ms", "tokens_per_s"}
     c = d["citations"][0]
     assert {"n", "paper_id", "title", "source", "position", "abstract"} <= set(c)

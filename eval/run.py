@@ -1,0 +1,383 @@
+"""Run the QA set through the pipeline and score it: retrieval in every mode, then (unless retrieval-only) answers.
+
+One run = one folder holding `questions.jsonl` (one scored record per question), `summary.json` (overall and
+per-kind metrics, latency percentiles, the abstention threshold sweep, stamped with what produced it) and the
+report written by `eval.report`. This module calls only the pipeline API (`Assistant.search/condense/ask`); it
+does not parse model output or choose evidence, so the numbers describe exactly what a user would get.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rag.config import PROJECT_ROOT, Settings
+from rag.records import Answer
+
+from . import metrics as M
+
+QA_FILE = Path(__file__).resolve().parent / "qa.jsonl"
+RUNS_DIR = Path(__file__).resolve().parent / "runs"
+MODES = ("hybrid", "dense", "bm25")  # hybrid first: its search embeds the query uncached (real timings)
+RANK_DEPTH = 10  # papers ranked per question for retrieval metrics (Recall@10, nDCG@10, the recall@k curve)
+LATENCY_KEYS = ("embed_ms", "retrieve_ms", "prompt_ms", "prompt_tokens", "first_token_ms", "generate_ms",
+                "total_ms", "tokens_per_s")
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    kind: str
+    question: str
+    gold: tuple[str, ...]
+    facts: tuple[tuple[str, ...], ...]
+    history: tuple[dict[str, str], ...] = field(default=())
+
+    @property
+    def answerable(self) -> bool:
+        return self.kind != "unanswerable"
+
+
+def load_qa(path: Path = QA_FILE, kinds: Iterable[str] | None = None, ids: Iterable[str] | None = None,
+            limit: int | None = None) -> list[Question]:
+    """The QA set, optionally restricted to some kinds or ids; `limit` takes questions round-robin across kinds.
+
+    Round-robin so that `--limit 10` still has every kind, e.g. factoid, which_paper, multi, ..., factoid, ...
+    """
+    questions = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            questions.append(Question(d["id"], d["kind"], d["question"], tuple(d["gold"]),
+                                      tuple(tuple(v) for v in d["facts"]), tuple(d.get("history", ()))))
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{n}: not a QA record ({e})") from None
+    if kinds:
+        wanted = set(kinds)
+        questions = [q for q in questions if q.kind in wanted]
+    if ids:
+        wanted = set(ids)
+        questions = [q for q in questions if q.id in wanted]
+    if limit is not None and limit < len(questions):
+        by_kind: dict[str, list[Question]] = {}
+        for q in questions:
+            by_kind.setdefault(q.kind, []).append(q)
+        picked: list[Question] = []
+        while len(picked) < limit:
+            for group in by_kind.values():
+                if group and len(picked) < limit:
+                    picked.append(group.pop(0))
+        order = {q.id: i for i, q in enumerate(questions)}
+        questions = sorted(picked, key=lambda q: order[q.id])
+    return questions
+
+
+class QueryCache:
+    """An embedder that remembers single-text (query) embeddings, so the three modes embed each question once.
+
+    Only the retrieval pass uses it: answers go through the real embedder, so their timings stay honest.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name: str = inner.name
+        self.dim: int = inner.dim
+        self.max_tokens: int = inner.max_tokens
+        self._cache: dict[str, Any] = {}
+
+    def count_tokens(self, text: str) -> int:
+        return int(self.inner.count_tokens(text))
+
+    def embed(self, texts: list[str]) -> Any:
+        if len(texts) != 1:
+            return self.inner.embed(texts)
+        if texts[0] not in self._cache:
+            self._cache[texts[0]] = self.inner.embed(texts)
+        return self._cache[texts[0]]
+
+
+class Pipeline(Protocol):
+    """The part of `rag.pipeline.Assistant` the runner uses (a fake stands in for it in fast tests)."""
+
+    def search(self, question: str, filters: Any = None, top_k: int | None = None,
+               mode: str | None = None) -> Any: ...
+
+    def condense(self, question: str, history: list[dict[str, str]]) -> str: ...
+
+    def ask(self, question: str, history: list[dict[str, str]] | None = None, filters: Any = None) -> Answer: ...
+
+
+def retrieval_pass(pipe: Pipeline, questions: Sequence[Question], gate_k: int,
+                   progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Per question id: the query searched, ranked paper ids and scores per mode, hybrid timings, similarities.
+
+    `gate_similarity` is the best chunk similarity over the first `gate_k` hybrid hits: the value the pipeline
+    compares with `retrieval.min_similarity` before generating, so the threshold sweep calibrates that gate.
+    """
+    from tqdm import tqdm
+
+    out: dict[str, dict[str, Any]] = {}
+    for q in tqdm(questions, desc="retrieval", unit="q", file=sys.stderr, disable=not progress):
+        query = pipe.condense(q.question, list(q.history)) if q.history else q.question
+        rec: dict[str, Any] = {"query": query, "ranked": {}, "scores": {}, "timings": {}}
+        for mode in MODES:
+            got = pipe.search(query, top_k=RANK_DEPTH, mode=mode)
+            rec["ranked"][mode] = [h.paper.paper_id for h in got.hits]
+            rec["scores"][mode] = [round(h.score, 6) for h in got.hits]
+            if mode == "hybrid":
+                rec["timings"] = dict(got.timings)
+                rec["top_similarity"] = got.hits[0].best_similarity if got.hits else 0.0
+                rec["gate_similarity"] = max((h.best_similarity for h in got.hits[:gate_k]), default=0.0)
+        out[q.id] = rec
+    return out
+
+
+def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
+    cited = [c.paper.paper_id for c in ans.citations]
+    precision, recall = M.citation_scores(cited, q.gold)
+    hit = M.fact_hit(ans.text, [list(f) for f in q.facts])
+    if not q.answerable:
+        correct: float | None = 1.0 if ans.abstained else 0.0
+    elif q.kind == "multi":
+        correct = recall
+    elif hit is not None:
+        correct = float(hit)
+    else:  # a which_paper question whose abstract names no method: right when the gold paper is cited
+        correct = 1.0 if set(cited) & set(q.gold) else 0.0
+    return {
+        "answer": ans.text, "mode": ans.mode, "abstained": ans.abstained, "searched": ans.searched,
+        "citations": [{"n": c.n, "paper_id": c.paper.paper_id} for c in ans.citations],
+        "hits": [{"paper_id": h.paper.paper_id, "score": round(h.score, 6), "similarity": round(h.best_similarity, 4)}
+                 for h in ans.hits],
+        "metrics": {"fact_hit": hit, "correct": correct, "citation_precision": precision,
+                    "citation_recall": recall, "outside": M.outside_retrieved(cited, [h.paper.paper_id
+                                                                                        for h in ans.hits]),
+                    "abstained": ans.abstained, "unsupported": sum(1 for c in ans.checks if not c.supported),
+                    "dropped_markers": ans.dropped_markers},
+        "timings": {k: round(v, 3) for k, v in ans.timings.items()},
+    }
+
+
+def answer_pass(pipe: Pipeline, questions: Sequence[Question], progress: bool = True) -> dict[str, dict[str, Any]]:
+    from tqdm import tqdm
+
+    out = {}
+    for q in tqdm(questions, desc="answers", unit="q", file=sys.stderr, disable=not progress):
+        out[q.id] = score_answer(q, pipe.ask(q.question, history=[dict(m) for m in q.history]))
+    return out
+
+
+def question_records(questions: Sequence[Question], retrieval: dict[str, dict[str, Any]],
+                     answers: dict[str, dict[str, Any]] | None) -> list[dict[str, Any]]:
+    records = []
+    for q in questions:
+        r = retrieval[q.id]
+        rec: dict[str, Any] = {
+            "id": q.id, "kind": q.kind, "question": q.question, "query": r["query"], "gold": list(q.gold),
+            "facts": [list(f) for f in q.facts], "retrieval": r["ranked"], "retrieval_scores": r["scores"],
+            "gold_rank": {m: M.first_relevant_rank(r["ranked"][m], q.gold) for m in MODES},
+            "top_similarity": round(r["top_similarity"], 4), "gate_similarity": round(r["gate_similarity"], 4),
+        }
+        if answers is None:
+            rec["hits"] = [{"paper_id": p, "score": s} for p, s in zip(r["ranked"]["hybrid"], r["scores"]["hybrid"],
+                                                                          strict=True)]
+            rec["timings"] = {k: round(v, 3) for k, v in r["timings"].items()}
+        else:
+            rec.update(answers[q.id])
+        records.append(rec)
+    return records
+
+
+def _retrieval_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    kinds = sorted({r["kind"] for r in records})
+    modes: dict[str, Any] = {}
+    for mode in MODES:
+        def ranked(rs: Iterable[dict[str, Any]], m: str = mode) -> dict[str, list[str]]:
+            return {r["id"]: r["retrieval"][m] for r in rs}
+
+        gold = {r["id"]: r["gold"] for r in records}
+        curve = M.retrieval_metrics(gold, ranked(records), ks=range(1, RANK_DEPTH + 1))
+        modes[mode] = {
+            "overall": M.retrieval_metrics(gold, ranked(records)),
+            "by_kind": {k: M.retrieval_metrics({r["id"]: r["gold"] for r in records if r["kind"] == k},
+                                               ranked(r for r in records if r["kind"] == k)) for k in kinds},
+            "recall_curve": [curve[f"recall@{k}"] for k in range(1, RANK_DEPTH + 1)],
+        }
+    return modes
+
+
+def _answer_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def block(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        m = [r["metrics"] for r in rs]
+        abst = M.abstention_scores([x["abstained"] for x in m], [r["kind"] == "unanswerable" for r in rs])
+        return {
+            "n": len(rs), "fact_accuracy": M.mean(x["fact_hit"] for x in m),
+            "fact_questions": sum(1 for x in m if x["fact_hit"] is not None),
+            "score": M.mean(x["correct"] for x in m),
+            "citation_precision": M.mean(x["citation_precision"] for x in m),
+            "citation_recall": M.mean(x["citation_recall"] for x in m),
+            "outside_citations": sum(x["outside"] for x in m),
+            "abstention_rate": M.mean(x["abstained"] for x in m), "abstention": abst.to_dict(),
+            "modes": {mode: sum(1 for r in rs if r["mode"] == mode) for mode in sorted({r["mode"] for r in rs})},
+            "unsupported_sentences": sum(x["unsupported"] for x in m),
+            "dropped_markers": sum(x["dropped_markers"] for x in m),
+        }
+
+    kinds = sorted({r["kind"] for r in records})
+    return {"overall": block(records), "by_kind": {k: block([r for r in records if r["kind"] == k]) for k in kinds}}
+
+
+def summarise(records: Sequence[dict[str, Any]], settings: Settings, meta: dict[str, Any]) -> dict[str, Any]:
+    """Everything `summary.json` holds, from the question records alone (so a run can be re-summarised)."""
+    full = bool(records) and "answer" in records[0]
+    rows = M.threshold_sweep([r["gate_similarity"] for r in records], [r["kind"] == "unanswerable" for r in records])
+    current = settings.retrieval.min_similarity
+    summary: dict[str, Any] = {
+        "kind": "full" if full else "retrieval-only",
+        "meta": meta,
+        "counts": {k: sum(1 for r in records if r["kind"] == k) for k in sorted({r["kind"] for r in records})},
+        "retrieval": _retrieval_summary(records),
+        "abstention_sweep": {
+            "similarity": "best chunk cosine over the hybrid top_k hits (what the pipeline gates on)",
+            "max_false_abstention": 0.1, "rows": rows, "best": M.best_threshold(rows), "current": current,
+            "at_current": M.threshold_sweep([r["gate_similarity"] for r in records],
+                                            [r["kind"] == "unanswerable" for r in records], [current])[0],
+        },
+        "latency": {k: M.percentiles(r["timings"].get(k) for r in records) for k in LATENCY_KEYS
+                    if any(k in r["timings"] for r in records)},
+    }
+    if full:
+        summary["answers"] = _answer_summary(records)
+    return summary
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+@functools.lru_cache(maxsize=8)
+def _sha16(path: str, size: int, mtime_ns: int) -> str:  # size and mtime in the key: a replaced file is re-hashed
+    from rag.generate import file_sha256
+
+    return file_sha256(Path(path))[:16]
+
+
+def model_stamp(settings: Settings) -> dict[str, Any]:
+    """The GGUF's file name and the first 16 hex digits of its sha256 (None values if it cannot be found)."""
+    from rag.generate import resolve_model
+    from rag.records import RagError
+
+    try:
+        path = resolve_model(settings.generation)
+        st = path.stat()
+        return {"model": path.name, "model_sha256": _sha16(str(path), st.st_size, st.st_mtime_ns),
+                "model_path": str(path)}
+    except (RagError, OSError) as e:
+        return {"model": None, "model_sha256": None, "model_error": str(e)}
+
+
+def stamp(settings: Settings, prompt_version: str, qa_path: Path, command: str) -> dict[str, Any]:
+    return {
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "command": command,
+        "git_commit": git_commit(), "settings_fingerprint": settings.fingerprint(), "prompt_version": prompt_version,
+        **model_stamp(settings),
+        "qa_file": str(qa_path), "qa_sha256": hashlib.sha256(qa_path.read_bytes()).hexdigest()[:16],
+        "settings": settings.to_dict(),
+    }
+
+
+def resources(started: float) -> dict[str, float]:
+    import psutil
+
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"peak_rss_mb": round(peak_kb / 1024, 1),
+            "rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1),
+            "wall_s": round(time.perf_counter() - started, 2)}
+
+
+def evaluate(pipe: Pipeline, settings: Settings, questions: Sequence[Question], out_dir: Path, *,
+             retrieval_only: bool, prompt_version: str = "", qa_path: Path = QA_FILE, command: str = "",
+             retrieval: dict[str, dict[str, Any]] | None = None, progress: bool = True,
+             warm: Any = None, started: float | None = None) -> dict[str, Any]:
+    """Run, score and write one run folder; returns the summary. `retrieval` reuses a pass made for another model."""
+    from .report import write_report
+
+    started = time.perf_counter() if started is None else started
+    if retrieval is None:
+        retrieval = retrieval_pass(pipe, questions, settings.retrieval.top_k, progress)
+    answers = None
+    if not retrieval_only:
+        if warm is not None:
+            warm()  # load the model and run one token so the first question's latency is not start-up cost
+        answers = answer_pass(pipe, questions, progress)
+    records = question_records(questions, retrieval, answers)
+    summary = summarise(records, settings, stamp(settings, prompt_version, qa_path, command))
+    summary["resources"] = resources(started)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / "questions.jsonl").open("w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_report(summary, records, out_dir)
+    return summary
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    qfile = run_dir / "questions.jsonl"
+    records = [json.loads(x) for x in qfile.read_text(encoding="utf-8").splitlines() if x.strip()] \
+        if qfile.exists() else []
+    return summary, records
+
+
+def make_baseline(retrieval_run: dict[str, Any], subset_run: dict[str, Any] | None = None,
+                  subset_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """The small committed baseline: retrieval per mode and kind, the sweep's threshold, the full-subset gate."""
+    def r4(x: Any) -> Any:
+        return round(x, 4) if isinstance(x, float) else x
+
+    def pick(m: dict[str, Any]) -> dict[str, Any]:
+        return {k: r4(v) for k, v in m.items()}
+
+    meta = retrieval_run["meta"]
+    best = retrieval_run["abstention_sweep"]["best"]
+    out: dict[str, Any] = {
+        "made_from": {k: meta.get(k) for k in ("timestamp", "command", "git_commit", "settings_fingerprint",
+                                               "qa_sha256")},
+        "counts": retrieval_run["counts"],
+        "retrieval": {mode: {"overall": pick(m["overall"]), "by_kind": {k: pick(v) for k, v in m["by_kind"].items()}}
+                      for mode, m in retrieval_run["retrieval"].items()},
+        "abstention_sweep": {"chosen_threshold": best and best["threshold"],
+                             **{k: r4(best[k]) for k in ("precision", "recall", "false_abstention", "f1")},
+                             "max_false_abstention": retrieval_run["abstention_sweep"]["max_false_abstention"],
+                             "current_setting": retrieval_run["abstention_sweep"]["current"]} if best else None,
+    }
+    if subset_run is not None:
+        a = subset_run["answers"]["overall"]
+        out["full_subset"] = {
+            "ids": list(subset_ids), "model": subset_run["meta"].get("model"),
+            "model_sha256": subset_run["meta"].get("model_sha256"),
+            "abstention_recall": r4(a["abstention"]["recall"]),
+            "false_abstention": r4(a["abstention"]["false_abstention"]),
+            "fact_accuracy": r4(a["fact_accuracy"]), "score": r4(a["score"]),
+            "citation_precision": r4(a["citation_precision"]), "citation_recall": r4(a["citation_recall"]),
+            "outside_citations": a["outside_citations"],
+        }
+    return out

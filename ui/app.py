@@ -1,0 +1,378 @@
+"""The Gradio app: Chat (streamed, cited, checked), Search (no LLM), Library (every paper), Settings; and `serve`.
+
+Handlers call only the pipeline (`Assistant`) and `ui.render`; every string from the model or the corpus reaches
+the page through render's escaping. Named API endpoints for clients: `/chat` (question -> answer JSON) and
+`/search` (question -> hits JSON). Library errors become a friendly line; nothing shows a traceback or a path.
+
+Why the answer stream runs in its own thread: Gradio advances a sync generator with `next()` on whichever pool
+thread is free, but `Assistant.stream` holds the compute RLock (and llama.cpp's lock) across its yields, and an
+RLock must be released by the thread that took it. So one worker thread drives the pipeline's generator from
+start to end and hands events over a queue. Importing this module loads no model; `serve` does, at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: nothing phones home
+
+import gradio as gr  # noqa: E402
+
+from rag.config import Settings  # noqa: E402
+from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in warm(), not at import)
+from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError  # noqa: E402
+from rag.retrieve import Filters  # noqa: E402
+
+from . import render as R  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+EXAMPLES = [
+    "How much does PrivGate cut privacy leakage?",
+    "Which papers study privacy?",
+    "What does SOLAR stand for?",
+    "Summarize the work on reinforcement learning for LLM agents",
+]
+MAX_LIBRARY_ROWS = 500  # a 10k-paper table is unusable in a browser anyway: refine the filter instead
+ALL_SOURCES = "All sources"
+MODEL = "model"  # concurrency group of every event that computes with the embedder or the LLM
+_LINKED = re.compile(r'<a class="cite" href="#cite-(\d+)">\[\d+\]</a>')
+
+
+def friendly(error: BaseException) -> str:
+    """One line for the page: the kind of problem and what to do, never the library's message (it names paths)."""
+    if isinstance(error, ModelError):
+        return "The language model could not be loaded or run. Pick another model under Settings."
+    if isinstance(error, StoreError):
+        return "The paper index is not available. Run `python -m rag ingest` on the server, then reload."
+    if isinstance(error, ConfigError):
+        return "A setting has a value that cannot be used."
+    if isinstance(error, RagError):
+        return "The assistant could not handle this request."
+    return "Something went wrong; the details are in the server log."
+
+
+def stream_in_thread(assistant: Assistant, settings: Settings, question: str, history: list[dict[str, str]],
+                     filters: Filters) -> Iterator[str | Answer]:
+    """`assistant.stream` driven by one thread (see the module docstring), with these settings for this request."""
+    events: queue.Queue[Any] = queue.Queue()
+    stop = threading.Event()
+    done = object()
+
+    def work() -> None:
+        try:
+            with assistant.compute:  # settings swap and answer are one atomic step; other requests wait here
+                saved, assistant.settings = assistant.settings, settings
+                try:
+                    gen = assistant.stream(question, history, filters)
+                    try:
+                        for event in gen:
+                            events.put(event)
+                            if stop.is_set():  # the page went away: stop generating
+                                break
+                    finally:
+                        getattr(gen, "close", lambda: None)()  # releases the locks in this thread
+                finally:
+                    assistant.settings = saved
+        except BaseException as e:  # handed to the page's thread, which translates it
+            events.put(e)
+        finally:
+            events.put(done)
+
+    threading.Thread(target=work, name="ui-answer", daemon=True).start()
+    try:
+        while (item := events.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
+def _unlink(html: str) -> str:
+    """An older answer's citation links point at cards that are gone: keep the [n] as text."""
+    return _LINKED.sub(lambda m: f"&#91;{m.group(1)}&#93;", html)
+
+
+def _messages(turns: list[dict[str, str]]) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    for i, t in enumerate(turns):
+        html = t["html"] if i == len(turns) - 1 else _unlink(t["html"])
+        out += [{"role": "user", "content": R.safe_text(t["q"])}, {"role": "assistant", "content": html}]
+    return out
+
+
+def _history(turns: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Plain text of earlier turns for the model (never the HTML shown on the page)."""
+    out: list[dict[str, str]] = []
+    for t in turns:
+        if t.get("a"):
+            out += [{"role": "user", "content": t["q"]}, {"role": "assistant", "content": t["a"]}]
+    return out
+
+
+def model_choices(settings: Settings) -> dict[str, str]:
+    """Dropdown label -> model path ("" = the default GGUF). Labels are file names: the page never sees a path."""
+    default = Path(settings.generation.model_path).name if settings.generation.model_path else "SmolLM2-135M-Instruct"
+    choices = {f"{default} (default)": settings.generation.model_path}
+    models_dir = settings.paths.models_dir
+    if models_dir.is_dir():
+        for path in sorted(models_dir.glob("*.gguf")):
+            if str(path) != settings.generation.model_path:
+                choices.setdefault(path.name, str(path))
+    return choices
+
+
+class Handlers:
+    """Event handlers over one Assistant; per-session state lives in gr.State values passed in and out."""
+
+    def __init__(self, assistant: Assistant, settings: Settings) -> None:
+        self.assistant, self.settings = assistant, settings
+        self.models = model_choices(settings)
+        self.model_label = next(iter(self.models))
+        self.papers: list[Paper] = list(assistant.catalog.iter_papers())
+        self.sources: list[str] = assistant.catalog.sources()
+
+    def _request_settings(self, top_k: float, temperature: float, max_tokens: float) -> Settings:
+        s = self.settings
+        return replace(s, retrieval=replace(s.retrieval, top_k=int(top_k)),
+                       generation=replace(s.generation, temperature=float(temperature), max_tokens=int(max_tokens)))
+
+    @staticmethod
+    def _filters(sources: list[str] | None, scope: str | None) -> Filters:
+        return Filters(sources=frozenset(sources or ()), paper_ids=frozenset([scope]) if scope else frozenset())
+
+    # --- chat -----------------------------------------------------------------------------------------------
+
+    def chat(self, question: str, turns: list[dict[str, str]], scope: str | None, top_k: float,
+             temperature: float, max_tokens: float, sources: list[str] | None) -> Iterator[tuple[Any, ...]]:
+        question = (question or "").strip()
+        if not question:
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        history = _history(turns)
+        asked = question
+        paper = next((p for p in self.papers if p.paper_id == scope), None) if scope else None
+        if paper is not None:
+            # Scoped to one paper: name it in the question, or a short question ("what is the overhead?") scores
+            # under the corpus-wide abstain threshold although the user picked the paper.
+            asked = f"{question} (about the paper: {paper.title.rstrip('…')})"
+        turn = {"q": question, "a": "", "html": "<em>Searching the abstracts…</em>"}
+        turns = [*turns, turn]
+        yield _messages(turns), R.message("Retrieving papers…"), turns, ""
+        streamed, last = "", 0.0
+        try:
+            settings = self._request_settings(top_k, temperature, max_tokens)
+            for event in stream_in_thread(self.assistant, settings, asked, history, self._filters(sources, scope)):
+                if isinstance(event, str):
+                    streamed += event
+                    if time.monotonic() - last > 0.04:  # ~25 updates a second is plenty for the eye
+                        last = time.monotonic()
+                        turn["html"] = R.render_stream(streamed)
+                        yield _messages(turns), gr.skip(), turns, gr.skip()
+                    continue
+                answer = event
+                valid = {c.n for c in answer.citations}
+                unsupported = [c.sentence for c in answer.checks if not c.supported]
+                body = R.render_answer(answer.text, valid, unsupported)
+                turn.update(a=answer.text, html=body + R.small_print(answer))
+                yield _messages(turns), R.sources_panel(answer), turns, gr.skip()
+        except Exception as e:
+            log.exception("chat failed")
+            turn.update(a="", html=f'<span class="error">{R.safe_text(friendly(e))}</span>')
+            yield _messages(turns), R.message(friendly(e), "error"), turns, gr.skip()
+
+    def chat_api(self, question: str) -> dict[str, Any]:
+        """Answer one question: {"answer", "abstained", "mode", "citations", "hits", "timings", ...}."""
+        if not (question or "").strip():
+            raise gr.Error("Ask a question.")
+        try:
+            with self.assistant.compute:
+                return self.assistant.ask(question.strip()).to_dict()
+        except Exception as e:
+            log.exception("chat api failed")
+            raise gr.Error(friendly(e)) from None
+
+    # --- search ---------------------------------------------------------------------------------------------
+
+    def search(self, question: str, top_k: float, sources: list[str] | None) -> str:
+        if not (question or "").strip():
+            return R.message("Type a question to search the abstracts.")
+        try:
+            got = self.assistant.search(question.strip(), self._filters(sources, None), top_k=int(top_k))
+        except Exception as e:
+            log.exception("search failed")
+            return R.message(friendly(e), "error")
+        return R.search_results(got.hits, got.timings)
+
+    def search_api(self, question: str) -> dict[str, Any]:
+        """Retrieve papers without the language model: {"question", "hits": [{rank, title, score, why, ...}]}."""
+        if not (question or "").strip():
+            raise gr.Error("Ask a question.")
+        try:
+            got = self.assistant.search(question.strip())
+        except Exception as e:
+            log.exception("search api failed")
+            raise gr.Error(friendly(e)) from None
+        return {"question": question.strip(), "hits": R.hits_json(got.hits),
+                "timings": {k: round(v, 2) for k, v in got.timings.items()}}
+
+    # --- library --------------------------------------------------------------------------------------------
+
+    def library_rows(self, source: str | None, has_code: bool, text: str) -> list[list[Any]]:
+        needle = (text or "").strip().lower()
+        rows = [[p.title, p.venue, p.source, p.position, "yes" if p.has_code else ""] for p in self.papers
+                if (not source or source == ALL_SOURCES or p.source == source) and (p.has_code or not has_code)
+                and (not needle or needle in f"{p.title} {p.abstract}".lower())]
+        return rows[:MAX_LIBRARY_ROWS]
+
+    def _paper_at(self, source: Any, position: Any) -> Paper | None:
+        return next((p for p in self.papers if p.source == str(source) and str(p.position) == str(position)), None)
+
+    def open_paper(self, evt: gr.SelectData) -> tuple[str, str | None]:
+        row = evt.row_value or []
+        paper = self._paper_at(row[2], row[3]) if len(row) >= 4 else None
+        if paper is None:
+            return R.message("Select a row to open its paper."), None
+        return R.paper_card(paper), paper.paper_id
+
+    def scope_to(self, paper_id: str | None) -> tuple[Any, ...]:
+        paper = next((p for p in self.papers if p.paper_id == paper_id), None)
+        if paper is None:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        badge = R.message(f"Questions are now about: {paper.title}")
+        return paper.paper_id, gr.update(value=badge, visible=True), gr.update(visible=True), gr.Tabs(selected="chat")
+
+    # --- settings -------------------------------------------------------------------------------------------
+
+    def rescan_models(self) -> Any:
+        """GGUF files added to the models folder since start-up show up when the dropdown is opened."""
+        self.models = {**model_choices(self.settings), **self.models}
+        return gr.update(choices=list(self.models))
+
+    def change_model(self, label: str) -> Iterator[tuple[Any, str]]:
+        if label == self.model_label or label not in self.models:
+            yield gr.skip(), f"Model: {self.model_label}"
+            return
+        yield gr.skip(), f"Loading {label}…"
+        try:
+            from rag.generate import LlamaGenerator
+
+            gen = LlamaGenerator(replace(self.settings.generation, model_path=self.models[label]))
+            self.assistant.use_generator(gen)
+        except Exception as e:
+            log.exception("model load failed")
+            yield self.model_label, f"Could not load {label}: {friendly(e)} Still using {self.model_label}."
+            return
+        self.model_label = label
+        yield gr.skip(), f"Model: {label} (loaded)"
+
+
+def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
+    h = Handlers(assistant, settings)
+    with gr.Blocks(title="abstracts-qa") as app:
+        gr.Markdown("## abstracts-qa\nCited answers from research-paper abstracts, computed on this machine.")
+        turns = gr.State([])
+        scope = gr.State(None)
+        selected = gr.State(None)
+        with gr.Tabs() as tabs:
+            with gr.Tab("Chat", id="chat"):
+                with gr.Row():
+                    with gr.Column(scale=3):
+                        chatbot = gr.Chatbot(elem_id="chatbot", height=520, label="Answers", latex_delimiters=[],
+                                             sanitize_html=True, allow_tags=False, feedback_options=None,
+                                             buttons=["copy", "copy_all"])
+                        with gr.Row():
+                            scope_badge = gr.HTML(visible=False)
+                            unscope = gr.Button("Ask about all papers", visible=False, size="sm", scale=0)
+                        with gr.Row():
+                            msg = gr.Textbox(placeholder="Ask about the papers…", show_label=False, scale=5,
+                                             elem_id="question", max_lines=4)
+                            ask = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
+                            clear = gr.Button("Clear", scale=0)
+                        gr.Examples(EXAMPLES, inputs=msg, label="Examples")
+                    with gr.Column(scale=2):
+                        panel = gr.HTML(R.message("The papers an answer cites appear here."), elem_id="sources",
+                                        max_height=640, padding=True)
+            with gr.Tab("Search", id="search"):
+                with gr.Row():
+                    query = gr.Textbox(placeholder="Find papers (no language model)…", show_label=False, scale=5)
+                    find = gr.Button("Search", variant="primary", scale=1)
+                results = gr.HTML(elem_id="search-results")
+            with gr.Tab("Library", id="library"):
+                with gr.Row():
+                    lib_source = gr.Dropdown([ALL_SOURCES, *h.sources], value=ALL_SOURCES, label="Source file")
+                    lib_code = gr.Checkbox(label="Has a code link", value=False)
+                    lib_text = gr.Textbox(label="Text filter", placeholder="words in the title or abstract")
+                table = gr.Dataframe(h.library_rows(None, False, ""), headers=["Title", "Venue", "Source", "#", "Code"],
+                                     interactive=False, wrap=True, max_height=420, elem_id="library")
+                about = gr.Button("Ask about this paper")
+                card = gr.HTML(R.message("Select a paper to open its card."))
+        with gr.Accordion("Settings", open=False):
+            with gr.Row():
+                model_pick = gr.Dropdown(list(h.models), value=h.model_label, label="Model (shared by all users)")
+                model_status = gr.Markdown(f"Model: {h.model_label}")
+            with gr.Row():
+                top_k = gr.Slider(1, 10, value=settings.retrieval.top_k, step=1, label="Papers retrieved (top-k)")
+                temperature = gr.Slider(0.0, 1.5, value=settings.generation.temperature, step=0.05,
+                                        label="Temperature")
+                max_tokens = gr.Slider(16, 512, value=settings.generation.max_tokens, step=8, label="Max tokens")
+            only = gr.CheckboxGroup(h.sources, label="Only these source files (none = all)")
+
+        # Events that use the models share one concurrency group of size 1: one request computes, the rest queue
+        # (and the page shows their position). UI events are private; clients use the two gr.api endpoints.
+        # Registered first so they get the plain names /chat and /search.
+        gr.api(h.chat_api, api_name="chat", concurrency_id=MODEL, concurrency_limit=1)
+        gr.api(h.search_api, api_name="search", concurrency_id=MODEL, concurrency_limit=1)
+        chat_in = [msg, turns, scope, top_k, temperature, max_tokens, only]
+        chat_out = [chatbot, panel, turns, msg]
+        for trigger in (msg.submit, ask.click):
+            trigger(h.chat, chat_in, chat_out, api_visibility="private", concurrency_id=MODEL, concurrency_limit=1)
+        for trigger in (query.submit, find.click):
+            trigger(h.search, [query, top_k, only], results, api_visibility="private", concurrency_id=MODEL,
+                    concurrency_limit=1)
+        model_pick.change(h.change_model, model_pick, [model_pick, model_status], api_visibility="private",
+                          concurrency_id=MODEL, concurrency_limit=1)
+        # The rest touch no model and skip the queue.
+        for trigger in (clear.click, chatbot.clear):
+            trigger(lambda: ([], [], R.message("The papers an answer cites appear here.")), None,
+                    [chatbot, turns, panel], api_visibility="private", queue=False)
+        unscope.click(lambda: (None, gr.update(visible=False), gr.update(visible=False)), None,
+                      [scope, scope_badge, unscope], api_visibility="private", queue=False)
+        model_pick.focus(h.rescan_models, None, model_pick, api_visibility="private", queue=False)
+        for control in (lib_source, lib_code, lib_text):
+            control.change(h.library_rows, [lib_source, lib_code, lib_text], table, api_visibility="private",
+                           queue=False)
+        table.select(h.open_paper, None, [card, selected], api_visibility="private", queue=False)
+        about.click(h.scope_to, selected, [scope, scope_badge, unscope, tabs], api_visibility="private", queue=False)
+    return app
+
+
+def launch(app: gr.Blocks, settings: Settings, port: int | None = None, block: bool = True) -> None:
+    """Queue and start the app: local only, no share link, no file serving beyond Gradio's own assets."""
+    app.queue(default_concurrency_limit=1)
+    blocked = [str(p.resolve()) for p in (settings.paths.data_dir, settings.paths.models_dir, settings.paths.seeds_dir)]
+    if settings.generation.model_path:
+        blocked.append(str(Path(settings.generation.model_path).resolve()))
+    app.launch(server_name=settings.ui.host, server_port=port or settings.ui.port, share=False, allowed_paths=[],
+               blocked_paths=blocked, show_error=False, prevent_thread_lock=not block, quiet=not block,
+               css=R.CSS, head=R.HEAD, mcp_server=False, ssr_mode=False)
+
+
+def serve(settings: Settings) -> None:
+    """Ingest the seeds if needed, load and warm the models, then serve until interrupted."""
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    summary = ingest(settings)  # idempotent: unchanged files are skipped without embedding
+    log.info("index ready: %d papers, %d chunks", summary.papers, summary.chunks)
+    assistant = Assistant(settings)
+    assistant.warm()
+    launch(build_app(assistant, settings), settings)

@@ -1,0 +1,261 @@
+"""Model output and paper records -> inert HTML for the Gradio components. Pure functions, no gradio import.
+
+Everything the model writes is untrusted: it is HTML-escaped, markdown images are dropped (keeping their alt
+text), markdown links keep only their text, and every remaining `[`, `]`, `://`, `www.` and `@` is written as an
+HTML entity so the chat's markdown renderer cannot turn it into a link, a reference link or an autolink.
+The only links left are the ones made here: `[n]` markers naming a real citation become
+`<a class="cite" href="#cite-n">[n]</a>`, pointing at the paper card with id `cite-n` in the sources panel.
+e.g. render_answer("See ![x](http://e.vil/p.png) <b>it</b> [1][9].", {1})
+  -> 'See x &lt;b&gt;it&lt;/b&gt; <a class="cite" href="#cite-1">[1]</a>&#91;9&#93;.'
+
+Paper cards come from our own catalog, but abstracts are third-party text too: escaped the same way, with the
+answer's supporting sentences wrapped in <mark>. This module does not talk to the pipeline; app.py does.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from rag.records import Answer, Citation, Hit, Paper
+
+_IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\([^)\n]{0,2000}\)")
+_LINK = re.compile(r"\[([^\]\n]{0,300})\]\([^)\n]{0,2000}\)")
+_MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+# Applied to escaped text: a marker we link, or a character the markdown renderer could make a link of.
+_ESCAPED_TOKEN = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]|\[|\]|://|www\.|@", re.IGNORECASE)
+_ENTITY = {"[": "&#91;", "]": "&#93;", "://": "&#58;//", "@": "&#64;"}
+_WORD = re.compile(r"\w+")
+
+
+def _neutralise(escaped: str, valid: Collection[int]) -> str:
+    def fix(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            ns = [int(x) for x in re.split(r"\s*[,;]\s*", m.group(1))]
+            if ns and all(n in valid for n in ns):
+                return "".join(f'<a class="cite" href="#cite-{n}">[{n}]</a>' for n in ns)
+            return f"&#91;{m.group(1)}&#93;"
+        token = m.group(0)
+        if token.lower() == "www.":
+            return token[:3] + "&#46;"
+        return _ENTITY[token]
+
+    return _ESCAPED_TOKEN.sub(fix, escaped)
+
+
+def safe_text(text: str, valid: Collection[int] = ()) -> str:
+    """Untrusted text -> HTML safe for a markdown renderer; `[n]` for n in `valid` becomes a citation link."""
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    text = _LINK.sub(lambda m: m.group(1), text)
+    return _neutralise(html.escape(text, quote=True), valid)
+
+
+def _find(sentence: str, text: str, start: int = 0) -> tuple[int, int] | None:
+    """Span of `sentence` in `text`, exact or ignoring punctuation, spacing and [n] markers in between."""
+    sentence = sentence.strip()
+    if not sentence:
+        return None
+    i = text.find(sentence, start)
+    if i >= 0:
+        return i, i + len(sentence)
+    words = _WORD.findall(_MARKER.sub(" ", sentence))
+    if not words:
+        return None
+    gap = r"(?:\W|\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])*?"
+    m = re.compile(gap.join(re.escape(w) for w in words) + r"[.!?%)”’\"']*").search(text, start)
+    return (m.start(), m.end()) if m else None
+
+
+def _spans(text: str, sentences: Iterable[str]) -> list[tuple[int, int]]:
+    """Non-overlapping, sorted spans of the sentences found in text."""
+    found = sorted(s for s in (_find(x, text) for x in sentences) if s)
+    out: list[tuple[int, int]] = []
+    for a, b in found:
+        if not out or a >= out[-1][1]:
+            out.append((a, b))
+    return out
+
+
+def render_stream(text: str) -> str:
+    """Text streamed so far: escaped and neutralised, markers left as plain text until the answer is checked."""
+    return safe_text(text)
+
+
+def render_answer(text: str, valid: Collection[int], unsupported: Sequence[str] = ()) -> str:
+    """The checked answer: citation links for valid markers, unsupported sentences visibly flagged."""
+    parts: list[str] = []
+    at = 0
+    for a, b in _spans(text, unsupported):
+        # carry the sentence's own trailing markers and full stop into the flagged span
+        tail = re.compile(r"(?:\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])*[.!?]?").match(text, b)
+        b = tail.end() if tail else b
+        parts.append(safe_text(text[at:a], valid))
+        parts.append('<span class="unsupported" title="not supported by the cited abstracts">'
+                     f"{safe_text(text[a:b], valid)}</span>"
+                     '<sup class="unsupported-flag" title="not supported by the cited abstracts">⚠ unsupported</sup>')
+        at = b
+    parts.append(safe_text(text[at:], valid))
+    return "".join(parts)
+
+
+def small_print(answer: Answer) -> str:
+    """Model, latency, retrieval time, and the standalone question a follow-up was searched as."""
+    t = answer.timings
+    bits = [html.escape(answer.model or "model")]
+    if "first_token_ms" in t:
+        bits.append(f"first token {t['first_token_ms']:.0f} ms")
+    if "total_ms" in t:
+        bits.append(f"total {t['total_ms']:.0f} ms")
+    if t.get("tokens_per_s"):
+        bits.append(f"{t['tokens_per_s']:.1f} tok/s")
+    if "retrieve_ms" in t:
+        bits.append(f"retrieval {t['retrieve_ms']:.0f} ms")
+    lines = [" · ".join(bits)]
+    if answer.mode == "extractive":
+        lines.append("the model's answer was not supported by the abstracts; quoting the evidence instead")
+    if answer.searched and answer.searched != answer.question:
+        lines.append(f"searched: {safe_text(answer.searched)}")
+    lines.extend(safe_text(n) for n in answer.notices)
+    return '<div class="smallprint">' + "<br>".join(lines) + "</div>"
+
+
+def safe_url(url: str) -> str | None:
+    """An http(s) link from an abstract, escaped for an attribute; anything else (javascript:, data:) -> None."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in {"http", "https"} or not parts.netloc:
+        return None
+    return html.escape(url.strip(), quote=True)
+
+
+def highlight(abstract: str, supporting: Sequence[str]) -> str:
+    """The abstract, escaped, with the supporting sentences in <mark>."""
+    parts: list[str] = []
+    at = 0
+    for a, b in _spans(abstract, supporting):
+        parts.append(html.escape(abstract[at:a]))
+        parts.append(f"<mark>{html.escape(abstract[a:b])}</mark>")
+        at = b
+    parts.append(html.escape(abstract[at:]))
+    return "".join(parts)
+
+
+def paper_card(paper: Paper, n: int | None = None, supporting: Sequence[str] = (), extra: str = "",
+               open_abstract: bool = True, rank: int | None = None) -> str:
+    """One paper: title, venue, where it came from, links, the abstract (supporting sentences highlighted)."""
+    ident = f' id="cite-{n}"' if n is not None else ""
+    label = f"[{n}]" if n is not None else (f"#{rank}" if rank is not None else "")
+    label = f'<span class="card-n">{label}</span> ' if label else ""
+    links = [u for u in (safe_url(x) for x in paper.links) if u]
+    link_html = "".join(f'<a href="{u}" target="_blank" rel="noopener noreferrer nofollow">{u}</a><br>'
+                        for u in links)
+    return (
+        f'<div class="paper-card"{ident}>'
+        f'<div class="card-title">{label}{html.escape(paper.title)}</div>'
+        f'<div class="card-meta">{html.escape(paper.venue)} · {html.escape(paper.source)} #{paper.position}'
+        f"{' · code' if paper.has_code else ''}</div>"
+        f"{extra}"
+        f'{f"<div class=card-links>{link_html}</div>" if link_html else ""}'
+        f'<details{" open" if open_abstract else ""}><summary>Abstract</summary>'
+        f'<div class="card-abstract">{highlight(paper.abstract, supporting)}</div></details>'
+        "</div>"
+    )
+
+
+def _score_line(hit: Hit) -> str:
+    return (f'<div class="card-score">score {hit.score:.4f} · similarity {hit.best_similarity:.2f}'
+            f" · {html.escape(hit.why)}</div>")
+
+
+def _hit_list(hits: Iterable[Hit]) -> str:
+    return "".join(
+        f'<li><b>{html.escape(h.paper.title)}</b> <span class="card-meta">{html.escape(h.paper.source)} '
+        f"#{h.paper.position}</span>{_score_line(h)}</li>" for h in hits
+    )
+
+
+def citation_cards(citations: Sequence[Citation]) -> str:
+    return "".join(paper_card(c.paper, n=c.n, supporting=c.supporting) for c in citations)
+
+
+def sources_panel(answer: Answer) -> str:
+    """Cited papers as cards (ids cite-n), then the retrieved-but-not-cited ones, collapsed."""
+    if answer.abstained:
+        closest = "".join(paper_card(h.paper, extra=_score_line(h), open_abstract=False) for h in answer.hits)
+        return ('<div class="sources"><div class="abstain">Cannot answer from these abstracts.</div>'
+                + (f"<h4>Closest papers</h4>{closest}" if closest else "<p>No paper came close.</p>") + "</div>")
+    cited = {c.paper.paper_id for c in answer.citations}
+    rest = [h for h in answer.hits if h.paper.paper_id not in cited]
+    out = ['<div class="sources"><h4>Sources</h4>', citation_cards(answer.citations) or "<p>No citations.</p>"]
+    if rest:
+        out.append(f"<details><summary>Retrieved but not cited ({len(rest)})</summary>"
+                   f"<ul class=hits>{_hit_list(rest)}</ul></details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def search_results(hits: Sequence[Hit], timings: dict[str, float] | None = None) -> str:
+    """The Search tab: ranked papers with scores, why they matched, and the matching passages."""
+    if not hits:
+        return '<div class="sources"><p>No papers matched.</p></div>'
+    out = ['<div class="sources">']
+    if timings and "retrieve_ms" in timings:
+        out.append(f'<div class="smallprint">retrieval {timings["retrieve_ms"]:.0f} ms</div>')
+    for i, h in enumerate(hits, 1):
+        passages = "".join(f'<blockquote class="passage">{html.escape(p.text)} '
+                           f'<span class="card-meta">({p.score:.3f})</span></blockquote>' for p in h.passages)
+        out.append(paper_card(h.paper, extra=f"{_score_line(h)}{passages}", open_abstract=False, rank=i))
+    out.append("</div>")
+    return "".join(out)
+
+
+def message(text: str, kind: str = "notice") -> str:
+    """A plain notice or error box (text is escaped)."""
+    return f'<div class="sources"><div class="{html.escape(kind)}">{html.escape(text)}</div></div>'
+
+
+def hits_json(hits: Sequence[Hit]) -> list[dict[str, Any]]:
+    """Hits as plain JSON for API clients."""
+    return [
+        {"rank": i, "paper_id": h.paper.paper_id, "title": h.paper.title, "venue": h.paper.venue,
+         "source": h.paper.source, "position": h.paper.position, "score": round(h.score, 6),
+         "similarity": round(h.best_similarity, 4), "why": h.why, "links": list(h.paper.links),
+         "passages": [{"text": p.text, "score": round(p.score, 4)} for p in h.passages]}
+        for i, h in enumerate(hits, 1)
+    ]
+
+
+CSS = """
+.paper-card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 8px 10px; margin: 6px 0; }
+.paper-card:target, .paper-card.flash { outline: 2px solid var(--color-accent); }
+.card-title { font-weight: 600; }
+.card-meta, .card-score, .smallprint { font-size: 0.8em; opacity: 0.75; }
+.smallprint { margin-top: 6px; }
+.card-abstract { font-size: 0.9em; line-height: 1.45; }
+.card-abstract mark { background: #fde68a; color: inherit; }
+.unsupported { text-decoration: underline wavy #dc2626; }
+.unsupported-flag { color: #dc2626; font-size: 0.7em; margin-left: 2px; }
+.abstain { font-weight: 600; padding: 6px 0; }
+.error { color: #b91c1c; font-weight: 600; }
+a.cite { text-decoration: none; font-weight: 600; }
+.passage { margin: 4px 0 4px 8px; font-size: 0.85em; }
+"""
+
+# Citation links scroll to their card in the sources panel (which sits in its own scroll box) and flash it.
+HEAD = """<script>
+document.addEventListener("click", function (e) {
+  var a = e.target && e.target.closest ? e.target.closest('a[href^="#cite-"]') : null;
+  if (!a) return;
+  var card = document.getElementById(a.getAttribute("href").slice(1));
+  if (!card) return;
+  e.preventDefault();
+  card.scrollIntoView({block: "start"});
+  card.classList.add("flash");
+  setTimeout(function () { card.classList.remove("flash"); }, 1500);
+}, true);
+</script>"""
