@@ -20,9 +20,10 @@ from .embed import Embedder
 from .generate import Generator, Message
 from .prompts import Prompts
 from .records import CANNOT_ANSWER, Citation, ContextError, Evidence, SentenceCheck
-from .text import clean, search_form, split_sentences
+from .text import clean, search_form, split_sentences, tokens
 
-SUPPORT_SIMILARITY = 0.55  # answer sentence vs. a sentence of the cited paper
+SUPPORT_SIMILARITY = 0.6  # answer sentence vs. a sentence of the cited paper
+MAX_NOVELTY = 0.35  # share of the sentence's content words that the paper never uses; above it, invented content
 MAX_QUESTION_CHARS = 1000
 QUOTED_PREFIX = "Quoted from the abstracts: "
 
@@ -139,9 +140,21 @@ def _answer_sentences(text: str) -> list[str]:
     return out
 
 
-def _numbers_ok(sentence: str, paper_text: str) -> bool:
+def _grounded(sentence: str, paper_text: str) -> bool:
+    """Every number of the sentence occurs in the paper, and few of its words are foreign to the paper.
+
+    A tiny model's typical failure is a sentence that starts with a copied clause and ends with invented content
+    ("... and learn to reuse models that share sensitive information with users"): similar by embedding, but
+    made of words the paper never uses.
+    """
     haystack = search_form(paper_text)
-    return all(n in haystack for n in _NUMBER.findall(search_form(sentence)))
+    if not all(n in haystack for n in _NUMBER.findall(search_form(sentence))):
+        return False
+    words = set(tokens(sentence))
+    if not words:
+        return True
+    known = set(tokens(paper_text))
+    return len(words - known) / len(words) <= MAX_NOVELTY
 
 
 def check_answer(text: str, blocks: list[Evidence], embedder: Embedder,
@@ -164,7 +177,7 @@ def check_answer(text: str, blocks: list[Evidence], embedder: Embedder,
         for n, b in by_n.items():
             sents, svecs = paper_sentences.get(b.hit.paper.paper_id, ([], np.zeros((0, len(v)))))
             sim = float(np.max(svecs @ v)) if len(sents) else 0.0
-            if _numbers_ok(p, b.hit.paper.abstract + " " + b.hit.paper.title):
+            if _grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title):
                 support[n] = sim
         ok = [n for n in cited if support.get(n, 0.0) >= SUPPORT_SIMILARITY]
         best = max(support, key=lambda n: support[n], default=None)
@@ -189,12 +202,28 @@ def extractive(blocks: list[Evidence], max_sentences: int = 2) -> str:
     return QUOTED_PREFIX + " ".join(parts)
 
 
-def summary_lines(blocks: list[Evidence], text: str, checks: list[SentenceCheck]) -> str:
-    """Make sure every evidence paper has a cited line: add an extractive one for a paper the model skipped."""
-    covered = {n for c in checks if c.supported for n in c.cites}
-    extra = [f"- {b.hit.paper.title}: {b.sentences[0] if b.sentences else ''} [{b.n}]"
-             for b in blocks if b.n not in covered]
-    return text if not extra else (text + "\n" + "\n".join(extra)).strip()
+def summary_text(blocks: list[Evidence], checks: list[SentenceCheck]) -> tuple[str, bool]:
+    """A cited summary: one line per evidence paper, then the model's supported sentences as the synthesis.
+
+    A paper's line is the model's supported sentence citing it when there is one, else its best evidence sentence
+    quoted (so every retrieved paper is cited even when a tiny model skips or garbles it). Returns (text, whether
+    any model-written sentence survived).
+    """
+    by_paper: dict[int, str] = {}
+    synthesis: list[str] = []
+    for c in checks:
+        if not c.supported or not c.cites:
+            continue
+        if len(set(c.cites)) == 1 and c.cites[0] not in by_paper:
+            by_paper[c.cites[0]] = f"{c.sentence} [{c.cites[0]}]"
+        else:
+            synthesis.append(f"{c.sentence} " + "".join(f"[{n}]" for n in dict.fromkeys(c.cites)))
+    lines = []
+    for b in blocks:
+        best = max(zip(b.sentence_scores, b.sentences))[1] if b.sentences else ""
+        lines.append(f"- {b.hit.paper.title}: {by_paper.get(b.n) or f'“{best}” [{b.n}]'}")
+    text = "\n".join(lines) + (("\n\n" + " ".join(synthesis)) if synthesis else "")
+    return text, bool(by_paper or synthesis)
 
 
 def citations_for(text: str, blocks: list[Evidence]) -> list[Citation]:

@@ -139,12 +139,13 @@ class Assistant:
         history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
         searched = self.condense(question, history)
         summary = bool(_SUMMARY.search(question))
-        top_k = max(self.settings.retrieval.top_k, 6 if summary else 0)
+        top_k = max(self.settings.retrieval.top_k, 8 if summary else 0)
         with self.compute:
             retrieved = self.retriever.search(searched, filters, top_k=top_k)
             timings = dict(retrieved.timings)
             model_name = self.generator.name
-            if not retrieved.hits or retrieved.best_similarity < self.settings.retrieval.min_similarity:
+            relevant = retrieved.best_similarity >= self.settings.retrieval.min_similarity or retrieved.distinctive
+            if not retrieved.hits or not relevant:
                 timings["total_ms"] = (time.perf_counter() - t0) * 1000
                 yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                 return
@@ -154,7 +155,7 @@ class Assistant:
             blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer,
                                      max_papers=top_k if summary else gen.evidence_papers,
                                      per_paper=1 if summary else gen.sentences_per_paper,
-                                     margin=1.0 if summary else 0.22)
+                                     margin=0.2)
             generator = self.generator
             budget = A.fit_budget(generator, self.prompts, blocks, question, history, gen.max_tokens,
                                   template="summary" if summary else "user")
@@ -204,8 +205,8 @@ class Assistant:
         papers = self._scorer.sentences([b.hit for b in blocks])
         text, checks = A.check_answer(text, blocks, self.embedder, papers)
         if summary:
-            text = A.summary_lines(blocks, text, checks)
-            return text, "generated", checks, dropped
+            text, wrote = A.summary_text(blocks, checks)
+            return text, "generated" if wrote else "extractive", checks, dropped
         if not any(c.supported for c in checks):
             return A.extractive(blocks), "extractive", checks, dropped
         return text, "generated", checks, dropped

@@ -54,6 +54,8 @@ class Retrieved:
     hits: list[Hit]
     timings: dict[str, float] = field(default_factory=dict)  # ms: embed, dense, bm25, fuse
 
+    distinctive: tuple[str, ...] = ()  # rare question terms found verbatim in the top paper (e.g. "solar")
+
     @property
     def best_similarity(self) -> float:
         return max((h.best_similarity for h in self.hits), default=0.0)
@@ -141,6 +143,26 @@ class Retriever:
             hits.append(Hit(paper=paper, score=scores[pid], passages=tuple(texts[:3]), why=why,
                             dense_rank=dense_rank.get(pid), bm25_rank=bm25_rank.get(pid),
                             best_similarity=best_sim.get(pid, 0.0)))
+        distinctive = self._distinctive(question, hits[0]) if hits else ()
         timings["fuse_ms"] = (time.perf_counter() - t) * 1000
         timings["retrieve_ms"] = sum(timings.values())
-        return Retrieved(hits=hits, timings=timings)
+        return Retrieved(hits=hits, timings=timings, distinctive=distinctive)
+
+    def _distinctive(self, question: str, top: Hit) -> tuple[str, ...]:
+        """Question terms that name something specific: found in the top paper and in few others.
+
+        Short questions such as "What does SOLAR stand for?" have a low cosine to any chunk, yet "solar" occurs in
+        one paper only; such a term is evidence enough not to abstain before reading the paper.
+        """
+        if self.lexical is None:
+            return ()
+        paper_words = set(tokens(top.paper.raw + " " + top.paper.title))
+        rare_limit = max(2, self.catalog.count() // 200)
+        out = []
+        for term in dict.fromkeys(tokens(question)):
+            if len(term) < 3 or term not in paper_words:
+                continue
+            papers = {pid for _, pid, _ in self.lexical.search(term, k=rare_limit * 4 + 8)}
+            if 0 < len(papers) <= rare_limit:
+                out.append(term)
+        return tuple(out)
