@@ -13,6 +13,7 @@ import logging
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,10 +142,46 @@ def compare(argv: list[str]) -> int:
     return 0
 
 
+def make_baseline(retrieval_run: dict[str, Any], subset_run: dict[str, Any] | None = None,
+                  subset_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """The small committed baseline: retrieval per mode and kind, the sweep's threshold, the full-subset gate."""
+    def r4(x: Any) -> Any:
+        return round(x, 4) if isinstance(x, float) else x
+
+    def pick(m: dict[str, Any]) -> dict[str, Any]:
+        return {k: r4(v) for k, v in m.items()}
+
+    meta = retrieval_run["meta"]
+    best = retrieval_run["abstention_sweep"]["best"]
+    out: dict[str, Any] = {
+        "made_from": {k: meta.get(k) for k in ("timestamp", "command", "git_commit", "settings_fingerprint",
+                                               "qa_sha256")},
+        "counts": retrieval_run["counts"],
+        "retrieval": {mode: {"overall": pick(m["overall"]), "by_kind": {k: pick(v) for k, v in m["by_kind"].items()}}
+                      for mode, m in retrieval_run["retrieval"].items()},
+        "abstention_sweep": {"chosen_threshold": best and best["threshold"],
+                             **{k: r4(best[k]) for k in ("precision", "recall", "false_abstention", "f1")},
+                             "max_false_abstention": retrieval_run["abstention_sweep"]["max_false_abstention"],
+                             "current_setting": retrieval_run["abstention_sweep"]["current"]} if best else None,
+    }
+    if subset_run is not None:
+        a = subset_run["answers"]["overall"]
+        out["full_subset"] = {
+            "ids": list(subset_ids), "model": subset_run["meta"].get("model"),
+            "model_sha256": subset_run["meta"].get("model_sha256"),
+            "abstention_recall": r4(a["abstention"]["recall"]),
+            "false_abstention": r4(a["abstention"]["false_abstention"]),
+            "fact_accuracy": r4(a["fact_accuracy"]), "score": r4(a["score"]),
+            "citation_precision": r4(a["citation_precision"]), "citation_recall": r4(a["citation_recall"]),
+            "outside_citations": a["outside_citations"],
+        }
+    return out
+
+
 def baseline(argv: list[str]) -> int:
     import json
 
-    from .run import load_run, make_baseline
+    from .run import load_run
 
     p = argparse.ArgumentParser(prog="python -m rag eval baseline",
                                 description="Write the committed baseline from a retrieval-only run of the whole QA "

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Chat-turn tokens some models print as text when their template does not match: never part of an answer.
+TURN_MARKERS = ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|endoftext|>"]
 MIN_GGUF_BYTES = 1 << 20  # a real model is megabytes; anything smaller is truncated or not a model
 
 
@@ -140,7 +142,9 @@ class LlamaGenerator:
         if not self._llm.metadata.get("tokenizer.chat_template"):
             log.info("%s has no chat template; using %s", path.name, settings.chat_format)
             self._llm.chat_format = settings.chat_format
-        self.lock = threading.RLock()
+        # A plain Lock, not an RLock: a stream may be resumed from another thread (Gradio's worker pool), and
+        # only a Lock may be released by a thread other than the one that took it.
+        self.lock = threading.Lock()
 
     def count_tokens(self, messages: list[Message]) -> int:
         text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages)
@@ -153,7 +157,7 @@ class LlamaGenerator:
             chat: Any = messages  # llama_cpp wants its TypedDicts; ours are the same plain dicts
             chunks: Any = self._llm.create_chat_completion(
                 messages=chat, stream=True, max_tokens=max_tokens, temperature=temperature,
-                top_p=0.95 if temperature > 0 else 1.0, stop=stop or [], repeat_penalty=1.15,
+                top_p=0.95 if temperature > 0 else 1.0, stop=[*(stop or []), *TURN_MARKERS], repeat_penalty=1.15,
             )
             for chunk in chunks:
                 piece = chunk["choices"][0]["delta"].get("content")

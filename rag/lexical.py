@@ -8,6 +8,7 @@ changed anything, written to a temporary folder and renamed into place, so a cra
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import shutil
@@ -24,6 +25,13 @@ class LexicalIndex:
 
     def __init__(self, chunk_ids: list[str], paper_ids: list[str], model: object | None) -> None:
         self.chunk_ids, self.paper_ids, self._bm25 = chunk_ids, paper_ids, model
+        vocab = getattr(model, "vocab_dict", None) or {}
+        self._vocab = sorted(str(t) for t in vocab)
+
+    def knows(self, term: str) -> bool:
+        """Does any indexed word equal the term or start with it? ("mllm" is known through "mllms")."""
+        i = bisect.bisect_left(self._vocab, term)
+        return i < len(self._vocab) and self._vocab[i].startswith(term)
 
     @classmethod
     def build(cls, docs: Sequence[tuple[str, str, str]]) -> LexicalIndex:

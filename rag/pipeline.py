@@ -47,7 +47,8 @@ class Assistant:
         self.prompts = prompts or load_prompts(settings.paths.prompts_dir)
         self._embedder = embedder
         self._generator = generator
-        self.compute = threading.RLock()
+        # One lock for all model compute. A plain Lock: a stream may be resumed from another thread.
+        self.compute = threading.Lock()
         self._retriever: Retriever | None = None
         self._scorer: SentenceScorer | None = None
         self.fingerprint = settings.fingerprint()
@@ -121,31 +122,38 @@ class Assistant:
             return question
         return f"{question} (previous question: {last_user[:300]})"
 
-    def ask(self, question: str, history: list[Message] | None = None, filters: Filters | None = None) -> Answer:
+    def ask(self, question: str, history: list[Message] | None = None, filters: Filters | None = None,
+            **overrides: float | int | None) -> Answer:
         final: Answer | None = None
-        for event in self.stream(question, history, filters):
+        for event in self.stream(question, history, filters, **overrides):
             if isinstance(event, Answer):
                 final = event
         assert final is not None
         return final
 
-    def stream(self, question: str, history: list[Message] | None = None,
-               filters: Filters | None = None) -> Iterator[Event]:
+    def stream(self, question: str, history: list[Message] | None = None, filters: Filters | None = None,
+               top_k: int | None = None, temperature: float | None = None,
+               max_tokens: int | None = None) -> Iterator[Event]:
+        """Yield answer text as it is generated, then the final Answer. Per-call overrides leave settings alone."""
         _ = self.retriever, self.generator  # loading models is start-up cost, not question latency
         t0 = time.perf_counter()
-        gen = self.settings.generation
+        gen = replace(self.settings.generation,
+                      **{k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None})
         question, notice = A.truncate_question(question)
         notices = [notice] if notice else []
         history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
         searched = self.condense(question, history)
         summary = bool(_SUMMARY.search(question))
-        top_k = max(self.settings.retrieval.top_k, 8 if summary else 0)
+        top_k = max(top_k or self.settings.retrieval.top_k, 8 if summary else 0)
         with self.compute:
             retrieved = self.retriever.search(searched, filters, top_k=top_k)
             timings = dict(retrieved.timings)
             model_name = self.generator.name
             relevant = retrieved.best_similarity >= self.settings.retrieval.min_similarity or retrieved.distinctive
-            if not retrieved.hits or not relevant:
+            absent = self.retriever.absent_terms(question)
+            if absent:
+                notices.append("the abstracts never mention " + ", ".join(absent))
+            if not retrieved.hits or not relevant or absent:
                 timings["total_ms"] = (time.perf_counter() - t0) * 1000
                 yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                 return
@@ -206,9 +214,10 @@ class Assistant:
         text, checks = A.check_answer(text, blocks, self.embedder, papers)
         if summary:
             text, wrote = A.summary_text(blocks, checks)
-            return text, "generated" if wrote else "extractive", checks, dropped
+            return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
         if not any(c.supported for c in checks):
-            return A.extractive(blocks), "extractive", checks, dropped
+            # The model's sentences are discarded, so their checks would describe text the user never sees.
+            return A.extractive(blocks), "extractive", [], dropped
         return text, "generated", checks, dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,

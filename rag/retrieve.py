@@ -11,6 +11,7 @@ the model.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,6 +148,24 @@ class Retriever:
         timings["fuse_ms"] = (time.perf_counter() - t) * 1000
         timings["retrieve_ms"] = sum(timings.values())
         return Retrieved(hits=hits, timings=timings, distinctive=distinctive)
+
+    def absent_terms(self, question: str) -> tuple[str, ...]:
+        """Specific terms of the question that no abstract contains: names, datasets, venues, numbers.
+
+        e.g. "How much does NITP improve GSM8K accuracy?" -> ("GSM8K",): the corpus cannot say anything about
+        GSM8K, however similar the rest of the question is to a real paper. A term counts as specific when it has a
+        capital letter past the question's first word or a digit; a hyphenated one by its head ("Mamba-based").
+        """
+        if self.lexical is None or not len(self.lexical):
+            return ()
+        out = []
+        for i, word in enumerate(re.findall(r"[\w][\w\-./]*[\w]|\w", question)):
+            if i == 0 or not (any(c.isdigit() for c in word) or any(c.isupper() for c in word)):
+                continue
+            head = tokens(re.split(r"[-/]", word)[0], drop_stopwords=False)
+            if head and len(head[0]) >= 3 and not self.lexical.knows(head[0]):
+                out.append(word)
+        return tuple(dict.fromkeys(out))
 
     def _distinctive(self, question: str, top: Hit) -> tuple[str, ...]:
         """Question terms that name something specific: found in the top paper and in few others.

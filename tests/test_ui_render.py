@@ -75,6 +75,12 @@ def test_unsupported_sentences_are_flagged() -> None:
     assert out.index("62.6%") < out.index('class="unsupported"')
 
 
+def test_fragments_never_flag_inside_markers_or_words() -> None:
+    text = "Quoted: “It cut leakage by 62.1.” [1] and more leakage [2]."
+    assert "unsupported" not in R.render_answer(text, {1, 2}, ["1.", "[1]", "age"])
+    assert R.render_answer(text, {1, 2}, ["and more leakage ."]).count('class="unsupported"') == 1
+
+
 def test_paper_card_escapes_and_highlights() -> None:
     card = R.paper_card(PAPER, n=1, supporting=["PrivGate cuts privacy leakage by 62.6%."])
     assert 'id="cite-1"' in card

@@ -182,7 +182,9 @@ class Handlers:
                     continue
                 answer = event
                 valid = {c.n for c in answer.citations}
-                unsupported = [c.sentence for c in answer.checks if not c.supported]
+                # Checks describe the model's text; an extractive answer replaced it with quoted evidence.
+                generated = answer.mode == "generated"
+                unsupported = [c.sentence for c in answer.checks if generated and not c.supported]
                 body = R.render_answer(answer.text, valid, unsupported)
                 turn.update(a=answer.text, html=body + R.small_print(answer))
                 yield _messages(turns), R.sources_panel(answer), turns, gr.skip()
@@ -261,7 +263,7 @@ class Handlers:
 
     def change_model(self, label: str) -> Iterator[tuple[Any, str]]:
         if label == self.model_label or label not in self.models:
-            yield gr.skip(), f"Model: {self.model_label}"
+            yield gr.skip(), gr.skip()
             return
         yield gr.skip(), f"Loading {label}…"
         try:
@@ -340,8 +342,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         for trigger in (query.submit, find.click):
             trigger(h.search, [query, top_k, only], results, api_visibility="private", concurrency_id=MODEL,
                     concurrency_limit=1)
-        model_pick.change(h.change_model, model_pick, [model_pick, model_status], api_visibility="private",
-                          concurrency_id=MODEL, concurrency_limit=1)
+        model_pick.input(h.change_model, model_pick, [model_pick, model_status], api_visibility="private",
+                         concurrency_id=MODEL, concurrency_limit=1)
         # The rest touch no model and skip the queue.
         for trigger in (clear.click, chatbot.clear):
             trigger(lambda: ([], [], R.message("The papers an answer cites appear here.")), None,

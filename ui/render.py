@@ -58,20 +58,22 @@ def _find(sentence: str, text: str, start: int = 0) -> tuple[int, int] | None:
     sentence = sentence.strip()
     if not sentence:
         return None
-    i = text.find(sentence, start)
-    if i >= 0:
-        return i, i + len(sentence)
+    exact = re.compile(r"(?<!\w)" + re.escape(sentence) + r"(?!\w)").search(text, start)
+    if exact:
+        return exact.start(), exact.end()
     words = _WORD.findall(_MARKER.sub(" ", sentence))
     if not words:
         return None
     gap = r"(?:\W|\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])*?"
-    m = re.compile(gap.join(re.escape(w) for w in words) + r"[.!?%)”’\"']*").search(text, start)
+    m = re.compile(r"(?<!\w)" + gap.join(re.escape(w) for w in words) + r"(?!\w)[.!?%)”’\"']*").search(text, start)
     return (m.start(), m.end()) if m else None
 
 
 def _spans(text: str, sentences: Iterable[str]) -> list[tuple[int, int]]:
-    """Non-overlapping, sorted spans of the sentences found in text."""
-    found = sorted(s for s in (_find(x, text) for x in sentences) if s)
+    """Non-overlapping, sorted spans of the sentences found in text. A fragment without a word of two letters
+    ("1.") is skipped: it would match inside a number or a marker."""
+    wordy = [x for x in sentences if re.search(r"[^\W\d_]{2}", x)]
+    found = sorted(s for s in (_find(x, text) for x in wordy) if s and not text[:s[0]].endswith("["))
     out: list[tuple[int, int]] = []
     for a, b in found:
         if not out or a >= out[-1][1]:
