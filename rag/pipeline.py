@@ -123,9 +123,9 @@ class Assistant:
         return f"{question} (previous question: {last_user[:300]})"
 
     def ask(self, question: str, history: list[Message] | None = None, filters: Filters | None = None,
-            **overrides: float | int | None) -> Answer:
+            top_k: int | None = None, temperature: float | None = None, max_tokens: int | None = None) -> Answer:
         final: Answer | None = None
-        for event in self.stream(question, history, filters, **overrides):
+        for event in self.stream(question, history, filters, top_k, temperature, max_tokens):
             if isinstance(event, Answer):
                 final = event
         assert final is not None
@@ -137,8 +137,11 @@ class Assistant:
         """Yield answer text as it is generated, then the final Answer. Per-call overrides leave settings alone."""
         _ = self.retriever, self.generator  # loading models is start-up cost, not question latency
         t0 = time.perf_counter()
-        gen = replace(self.settings.generation,
-                      **{k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None})
+        gen = self.settings.generation
+        if temperature is not None:
+            gen = replace(gen, temperature=float(temperature))
+        if max_tokens is not None:
+            gen = replace(gen, max_tokens=int(max_tokens))
         question, notice = A.truncate_question(question)
         notices = [notice] if notice else []
         history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
