@@ -61,6 +61,7 @@ class Retrieval:
     top_k: int = _desc("papers returned per question", 5)
     candidates: int = _desc("chunks fetched from each retriever before fusion", 40)
     rrf_k: int = _desc("reciprocal rank fusion constant", 60)
+    bm25_weight: float = _desc("weight of the BM25 ranking in the fusion (dense has weight 1); eval: 2.0 best", 2.0)
     min_similarity: float = _desc("abstain when no chunk's cosine similarity reaches this (calibrated by eval)", 0.30)
     chroma_url: str = _desc("use a Chroma server (http://127.0.0.1:8000) instead of the embedded store", "")
 

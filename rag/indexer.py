@@ -72,8 +72,11 @@ class IndexPaths:
 
 def open_store(settings: Settings, embedder: Embedder, create: bool = True) -> ChunkStore:
     ip = IndexPaths.of(settings)
+    c = settings.chunking
+    stamp = {"fingerprint": settings.fingerprint(),
+             "chunking": f"max_tokens={c.max_tokens}, overlap_sentences={c.overlap_sentences}"}
     return ChunkStore(ip.chroma, ip.collection, embedder.name, embedder.dim, url=settings.retrieval.chroma_url,
-                      create=create)
+                      create=create, stamp=stamp)
 
 
 def _sha256(path: Path) -> str:

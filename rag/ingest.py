@@ -14,8 +14,10 @@ import codecs
 import csv
 import hashlib
 import io
+import itertools
 import json
 import logging
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +33,11 @@ JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 CSV_SUFFIXES = {".csv", ".tsv"}
 MAX_TEXT_BYTES = 16 * 1024 * 1024  # the text format is read whole; bigger dumps should be JSONL/CSV (streamed)
 MIN_ABSTRACT_CHARS = 40
+# A real abstract is under ~3,000 characters (arXiv caps them at 1,920); 20,000 leaves room for long ones while a
+# 1 MB line of junk is refused instead of becoming ~8,000 chunks to embed.
+MAX_ABSTRACT_CHARS = 20_000
+MAX_LINE_CHARS = 1_000_000  # a JSONL line longer than this is not one paper; it is skipped without being held whole
+MAX_TITLE_CHARS = 300
 _BINARY_MAGIC = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\x7fELF", b"GIF8", b"\xff\xd8\xff", b"\x1f\x8b")
 
 
@@ -64,7 +71,8 @@ def paper_id(raw_abstract: str) -> str:
 
 
 def find_files(paths: Iterable[Path], report: ParseReport) -> list[Path]:
-    """Expand folders (sorted, no hidden files, no symlinks leaving the folder) into readable files."""
+    """Expand folders (sorted) into readable files. Hidden entries, symlinks leaving the folder, and anything that
+    is not a regular file are skipped with a reason; hidden folders are not descended into."""
     out: list[Path] = []
     for root in paths:
         root = Path(root)
@@ -74,16 +82,40 @@ def find_files(paths: Iterable[Path], report: ParseReport) -> list[Path]:
             out.append(root)
             continue
         base = root.resolve()
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts):
-                continue  # hidden files and folders are never corpus
-            if path.is_symlink() and not path.resolve().is_relative_to(base):
-                report.skipped.append(Skip(str(rel), "symlink pointing outside the corpus folder; not followed"))
-                continue
-            if path.is_file() and path.name.lower() != "readme.md":
-                out.append(path)
+        for folder, dirs, files in os.walk(root):  # does not follow symlinked folders
+            here = Path(folder)
+            for name in sorted(dirs):
+                rel = (here / name).relative_to(root)
+                if name.startswith("."):
+                    report.skipped.append(Skip(f"{rel}/", "hidden folder; not read"))
+                    dirs.remove(name)
+                elif (here / name).is_symlink():
+                    dirs.remove(name)
+                    if not _inside(here / name, base):
+                        report.skipped.append(Skip(str(rel), "symlink pointing outside the corpus folder; "
+                                                             "not followed"))
+            dirs.sort()
+            for name in sorted(files):
+                path = here / name
+                rel = path.relative_to(root)
+                if name.startswith("."):
+                    report.skipped.append(Skip(str(rel), "hidden file; not read"))
+                elif path.is_symlink() and not _inside(path, base):
+                    report.skipped.append(Skip(str(rel), "symlink pointing outside the corpus folder (or broken); "
+                                                         "not followed"))
+                elif not path.is_file():
+                    report.skipped.append(Skip(str(rel), "not a regular file; skipped"))
+                elif name.lower() != "readme.md":
+                    out.append(path)
     return out
+
+
+def _inside(link: Path, base: Path) -> bool:
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):  # broken link or a loop (3.11 raises RuntimeError for loops)
+        return False
+    return target.is_relative_to(base)
 
 
 # --- decoding --------------------------------------------------------------------------------------------------------
@@ -91,25 +123,51 @@ def find_files(paths: Iterable[Path], report: ParseReport) -> list[Path]:
 
 def decode(data: bytes, where: str) -> tuple[str, str]:
     """Bytes -> (text, encoding). UTF-8/UTF-16 by BOM, then UTF-8, then cp1252 when the bytes look like it."""
-    if data.startswith(codecs.BOM_UTF8):
-        return _strict(data[3:], "utf-8", where), "utf-8-sig"
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return _strict(data, "utf-16", where), "utf-16"
-    if data.startswith(_BINARY_MAGIC) or b"\x00" in data[:65536]:
+    encoding = detect_encoding([data], where)
+    return _strict(data, encoding, where), encoding
+
+
+def detect_encoding(blocks: Iterable[bytes], where: str) -> str:
+    """The encoding of a file given as consecutive blocks (the first at least a few KB), or IngestError.
+
+    The whole file is checked, so a streamed file does not turn out to be broken after its first megabyte;
+    a UTF-8 character cut by a block boundary is fine (incremental decoder).
+    """
+    it = iter(blocks)
+    first = next(it, b"")
+    if first.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    if first.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    if first.startswith(_BINARY_MAGIC) or b"\x00" in first[:65536]:
         raise IngestError(where, "binary file (not text); skipped")
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError as e:
-        utf8_error = e
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, multibyte, undefined, error = 0, False, False, None
+    for i, block in enumerate(itertools.chain([first], it)):
+        multibyte = multibyte or _has_utf8_multibyte(block)
+        undefined = undefined or re.search(rb"[\x81\x8d\x8f\x90\x9d]", block) is not None
+        if error is None:
+            try:
+                decoder.decode(block, final=False)
+            except UnicodeDecodeError as e:
+                error = (offset + e.start, block[: e.start].count(b"\n"), i)
+        offset += len(block)
+        if error is not None and multibyte:
+            break
+    if error is None:
+        try:
+            decoder.decode(b"", final=True)
+            return "utf-8"
+        except UnicodeDecodeError:
+            error = (offset, 0, -1)
     # A real cp1252/latin-1 file has high bytes but (almost) never a valid UTF-8 multi-byte sequence; a file that
     # mixes valid UTF-8 with broken sequences is corrupt UTF-8 and decoding it as cp1252 would garble it.
-    if _has_utf8_multibyte(data):
-        line = data[: utf8_error.start].count(b"\n") + 1
-        raise IngestError(where, f"invalid UTF-8 at byte {utf8_error.start}; skipped", line)
-    try:
-        return data.decode("cp1252"), "cp1252"
-    except UnicodeDecodeError:
-        return data.decode("latin-1"), "latin-1"
+    if multibyte:
+        line = error[1] + 1 if error[2] == 0 else None
+        raise IngestError(where, f"invalid UTF-8 at byte {error[0]}; skipped", line)
+    return "latin-1" if undefined else "cp1252"  # five bytes are undefined in cp1252; latin-1 maps every byte
 
 
 def _strict(data: bytes, encoding: str, where: str) -> str:
@@ -135,7 +193,7 @@ def make_paper(raw: str, source: str, position: int, venue: str = "", title: str
         links = (*links, url)
     return Paper(
         paper_id=paper_id(raw),
-        title=clean(latex_to_text(title)) if title else derive_title(readable),
+        title=_shorten(clean(latex_to_text(title))) if title else derive_title(readable),
         venue=venue,
         source=source,
         position=position,
@@ -145,6 +203,19 @@ def make_paper(raw: str, source: str, position: int, venue: str = "", title: str
         authors=clean(authors),
         year=year,
     )
+
+
+def _shorten(title: str) -> str:
+    return title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _size_problem(body: str) -> str | None:
+    """Why a cleaned abstract cannot be one, or None: e.g. "too long to be an abstract (1000000 characters > 20000)"."""
+    if len(body) < MIN_ABSTRACT_CHARS or len(body.split()) < 5:
+        return f"too short to be an abstract ({len(body)} characters)"
+    if len(body) > MAX_ABSTRACT_CHARS:
+        return f"too long to be an abstract ({len(body)} characters > {MAX_ABSTRACT_CHARS})"
+    return None
 
 
 def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
@@ -172,8 +243,9 @@ def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
         blocks = blocks[1:]
     for position, (line, block) in enumerate(blocks):
         body = clean(block)
-        if len(body) < MIN_ABSTRACT_CHARS or len(body.split()) < 5:
-            report.skipped.append(Skip(source, f"too short to be an abstract ({len(body)} characters)", line))
+        problem = _size_problem(body)
+        if problem:
+            report.skipped.append(Skip(source, problem, line))
             continue
         if not re.sub(r"\s*\S*https?://\S+$", ".", body).rstrip("\"”’)] ").endswith((".", "!", "?")):
             report.notes.append(Skip(source, "abstract has no sentence end; ingested as it is", line))
@@ -203,6 +275,10 @@ def _record_paper(record: dict[str, object], source: str, position: int, line: i
     if len(clean(abstract)) < MIN_ABSTRACT_CHARS:
         report.skipped.append(Skip(source, 'missing or too short "abstract"', line))
         return None
+    problem = _size_problem(clean(abstract))
+    if problem:
+        report.skipped.append(Skip(source, problem, line))
+        return None
     url = _field(record, "url", "link", "pdf_url")
     if not url and _field(record, "id") and "/" not in _field(record, "id")[:3]:
         arxiv = _field(record, "id")
@@ -214,15 +290,37 @@ def _record_paper(record: dict[str, object], source: str, position: int, line: i
     )
 
 
-def _parse_jsonl(stream: Iterable[str], source: str, report: ParseReport) -> Iterator[Paper]:
+def _lines(handle: io.TextIOBase) -> Iterator[tuple[int, str | None]]:
+    """(line number, line) pairs; a line over MAX_LINE_CHARS comes back as None, read past but never held whole."""
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        number += 1
+        if len(line) >= MAX_LINE_CHARS and not line.endswith(("\n", "\r")):
+            while (more := handle.readline(MAX_LINE_CHARS)) and not more.endswith(("\n", "\r")):
+                pass
+            yield number, None
+            continue
+        yield number, line
+
+
+def _parse_jsonl(handle: io.TextIOBase, source: str, report: ParseReport) -> Iterator[Paper]:
     position = 0
-    for line_no, line in enumerate(stream, start=1):
+    for line_no, line in _lines(handle):
+        if line is None:
+            report.skipped.append(Skip(source, f"line longer than {MAX_LINE_CHARS} characters; skipped", line_no))
+            continue
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
             report.skipped.append(Skip(source, f"not valid JSON ({e.msg})", line_no))
+            continue
+        except (ValueError, RecursionError) as e:  # e.g. a 5,000-digit number, or arrays nested 100,000 deep
+            report.skipped.append(Skip(source, f"not usable JSON ({type(e).__name__})", line_no))
             continue
         if not isinstance(record, dict):
             report.skipped.append(Skip(source, "expected a JSON object", line_no))
@@ -235,17 +333,37 @@ def _parse_jsonl(stream: Iterable[str], source: str, report: ParseReport) -> Ite
 
 def _parse_csv(stream: Iterable[str], source: str, report: ParseReport, delimiter: str) -> Iterator[Paper]:
     reader = csv.DictReader(stream, delimiter=delimiter)
-    if not reader.fieldnames or not ({"abstract", "summary", "text"} & {f.strip().lower() for f in reader.fieldnames}):
+    try:
+        names = reader.fieldnames
+    except csv.Error as e:
+        raise IngestError(source, f"not readable as CSV ({e}); skipped", 1) from None
+    if not names or not ({"abstract", "summary", "text"} & {f.strip().lower() for f in names}):
         raise IngestError(source, 'no "abstract" column in the header; skipped', 1)
-    for position, row in enumerate(reader):
-        record = {(k or "").strip().lower(): v for k, v in row.items()}
+    position = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:  # e.g. a field over the csv module's limit: the rest of the file cannot be trusted
+            report.skipped.append(Skip(source, f"CSV error ({e}); the rest of the file is skipped", reader.line_num))
+            return
+        record: dict[str, object] = {(k or "").strip().lower(): v if isinstance(v, str) else ""
+                                     for k, v in row.items()}
         paper = _record_paper(record, source, position, reader.line_num, report)
+        position += 1
         if paper is not None:
             yield paper
 
 
+def _blocks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        yield from iter(lambda: fh.read(size), b"")
+
+
 def read_papers(path: Path, report: ParseReport, source: str | None = None) -> Iterator[Paper]:
-    """Papers of one file. Raises IngestError (file-level problem) before yielding anything."""
+    """Papers of one file. Raises IngestError (file-level problem) before yielding anything; a problem found
+    later in a streamed file skips the rest of it with a reason and keeps the papers before it."""
     name = source or path.name
     suffix = path.suffix.lower()
     try:
@@ -253,18 +371,22 @@ def read_papers(path: Path, report: ParseReport, source: str | None = None) -> I
         if size == 0:
             raise IngestError(name, "empty file; skipped")
         if suffix in JSONL_SUFFIXES | CSV_SUFFIXES:
-            with path.open("rb") as fh:
-                head = fh.read(65536)
-            text_head, encoding = decode(head if len(head) < 65536 else head[:65000], name)
-            if not text_head.strip():
-                raise IngestError(name, "whitespace only; skipped")
-            handle = io.TextIOWrapper(path.open("rb"), encoding=encoding, errors="replace", newline="")
-            report.files.append(name)
-            with handle:
-                if suffix in JSONL_SUFFIXES:
-                    yield from _parse_jsonl(handle, name, report)
-                else:
-                    yield from _parse_csv(handle, name, report, "\t" if suffix == ".tsv" else ",")
+            encoding = detect_encoding(_blocks(path), name)  # reads the whole file once; cheap next to embedding
+            with io.TextIOWrapper(path.open("rb"), encoding=encoding, newline="") as handle:
+                if not handle.read(65536).strip() and not handle.read(1):
+                    raise IngestError(name, "whitespace only; skipped")
+                handle.seek(0)
+                report.files.append(name)
+                try:
+                    if suffix in JSONL_SUFFIXES:
+                        yield from _parse_jsonl(handle, name, report)
+                    else:
+                        yield from _parse_csv(handle, name, report, "\t" if suffix == ".tsv" else ",")
+                except UnicodeDecodeError as e:  # the file changed under us since its encoding was checked
+                    report.skipped.append(Skip(name, f"invalid {encoding} ({e.reason}); the rest of the file is "
+                                                     "skipped"))
+            if encoding not in {"utf-8", "utf-8-sig"}:
+                report.notes.append(Skip(name, f"decoded as {encoding}"))
             return
         if size > MAX_TEXT_BYTES:
             raise IngestError(name, f"too large for the text format ({size / 2**20:.1f} MB > "

@@ -123,8 +123,9 @@ class Retriever:
             for pid, r in dense_rank.items():
                 scores[pid] = scores.get(pid, 0.0) + 1.0 / (rrf + r)
         if mode in {"hybrid", "bm25"}:
+            weight = self.settings.bm25_weight if mode == "hybrid" else 1.0
             for pid, r in bm25_rank.items():
-                scores[pid] = scores.get(pid, 0.0) + 1.0 / (rrf + r)
+                scores[pid] = scores.get(pid, 0.0) + weight / (rrf + r)
         ranked = sorted(scores, key=lambda p: (-scores[p], -best_sim.get(p, 0.0)))[:k]
         papers = self.catalog.get_many(ranked)
         qtok = set(tokens(question))

@@ -45,7 +45,9 @@ class ChunkStore:
     """Chunk vectors in one Chroma collection."""
 
     def __init__(self, path: Path, collection: str, model: str, dim: int, url: str = "",
-                 create: bool = True) -> None:
+                 create: bool = True, stamp: dict[str, str] | None = None) -> None:
+        """Open (or create) the collection; `stamp` is stored in its metadata (e.g. the chunking settings) so that
+        a missing collection can be explained by what the store does hold."""
         import chromadb
 
         self.path, self.url, self.name = path, url, collection
@@ -60,9 +62,12 @@ class ChunkStore:
             if create:
                 self._col = self._client.get_or_create_collection(
                     collection, embedding_function=None,
-                    metadata={"hnsw:space": "cosine", "embedding_model": model, "dim": dim},
+                    metadata={"hnsw:space": "cosine", "embedding_model": model, "dim": dim, **(stamp or {})},
                 )
             else:
+                names = [c.name for c in self._client.list_collections()]
+                if collection not in names:
+                    raise StoreError(_missing(url or str(path), collection, self._client, names))
                 self._col = self._client.get_collection(collection, embedding_function=None)
         except StoreError:
             raise
@@ -102,6 +107,26 @@ class ChunkStore:
                 documents=[c.text for c in part],
                 metadatas=[{"paper_id": c.paper_id, "index": c.index, **m} for c, m in zip(part, metas[i : i + step])],
             )
+
+    def chunk_ids(self, paper_ids: Sequence[str]) -> set[str]:
+        """Ids of the stored chunks of these papers."""
+        out: set[str] = set()
+        for i in range(0, len(paper_ids), 500):
+            where: Any = {"paper_id": {"$in": list(paper_ids[i : i + 500])}}
+            out.update(self._col.get(where=where, include=[])["ids"])
+        return out
+
+    def delete_ids(self, chunk_ids: Sequence[str]) -> None:
+        step = self.max_batch()
+        for i in range(0, len(chunk_ids), step):
+            self._col.delete(ids=list(chunk_ids[i : i + step]))
+
+    def set_metadata(self, paper_id: str, meta: dict[str, Any]) -> None:
+        """Update the filterable metadata (e.g. `source`) of every chunk of one paper, keeping the vectors."""
+        got = self._col.get(where={"paper_id": paper_id}, include=["metadatas"])
+        if got["ids"]:
+            metas = [{**(m or {}), **meta} for m in (got.get("metadatas") or [])]
+            self._col.update(ids=got["ids"], metadatas=metas)  # type: ignore[arg-type]
 
     def delete_papers(self, paper_ids: Sequence[str]) -> None:
         step = 500
@@ -150,6 +175,23 @@ class ChunkStore:
             StoredChunk(chunk_id=i, paper_id=str(m["paper_id"]), text=d or "", similarity=1.0 - float(dist))
             for i, d, m, dist in zip(ids, docs, metas, dists)
         ]
+
+
+def _missing(where: str, collection: str, client: Any, names: list[str]) -> str:
+    """Why a collection is not there, naming what the store holds instead, and the fix."""
+    held = []
+    for name in names:
+        try:
+            meta = client.get_collection(name, embedding_function=None).metadata or {}
+        except Exception:  # listed but unreadable: name it without details
+            meta = {}
+        details = ", ".join(f"{k} {meta[k]}" for k in ("embedding_model", "chunking") if k in meta)
+        held.append(f"{name} ({details})" if details else name)
+    if not held:
+        return f"{where}: the store holds no index yet; run `python -m rag ingest` first"
+    return (f"{where}: no index {collection!r} for these embedding/chunking settings; the store holds "
+            f"{'; '.join(held)}. Run `python -m rag ingest` to build one for these settings, or use the settings "
+            f"the existing one was built with")
 
 
 def drop_collection(path: Path, collection: str, url: str = "") -> None:

@@ -101,7 +101,7 @@ def test_duplicates_hidden_files_and_outside_symlinks(tmp_path: Path) -> None:
     papers, report = parse(corpus)
     assert [p.source for p in papers] == ["a.txt"]
     reasons = " ".join(str(s) for s in report.skipped)
-    assert "duplicate" in reasons and "link.txt: symlink" in reasons and ".hidden" not in reasons
+    assert "duplicate" in reasons and "link.txt: symlink" in reasons and ".hidden.txt: hidden file" in reasons
 
 
 def test_missing_folder_is_one_clear_error(tmp_path: Path) -> None:

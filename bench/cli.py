@@ -1,0 +1,304 @@
+"""`python -m rag bench`: run the measurements and write bench/results/<stamp>.json and .md (git-ignored).
+
+Sections (all by default; `--only` picks some): ingest, retrieval, hnsw, embed, generation, e2e. Corpora are the
+seeds and synthetic JSONL corpora (bench/corpus.py) cached under <data-dir>/bench/corpora; each size gets its own
+index under <data-dir>/bench/size-N, built once by a worker process (so its peak RSS is its own) and reused by
+later runs unless --fresh. Sizes above --approx-above are built with approximate vectors (bench/ingest.py says
+how), and labelled so in every figure.
+
+Internal worker commands (not for users): `_ingest` and `_ready`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rag.config import PROJECT_ROOT, Settings, load
+from rag.embed import Embedder
+from rag.generate import Generator
+
+from . import measure, report
+
+EPILOG = """examples:
+  python -m rag bench                                  # seeds + 10,000 papers, every section
+  python -m rag bench --sizes 38 10000 100000          # adds 100,000 (built with approximate vectors)
+  python -m rag bench --only generation --models smollm2 gemma3 --repeats 5"""
+SECTIONS = ("ingest", "retrieval", "hnsw", "embed", "generation", "e2e")
+
+
+@dataclass
+class Plan:
+    sizes: list[int] = field(default_factory=lambda: [38, 10000])
+    repeats: int = 5
+    models: list[str] = field(default_factory=lambda: ["smollm2", "gemma3"])
+    only: set[str] = field(default_factory=lambda: set(SECTIONS))
+    approx_above: int = 10000
+    fresh: bool = False
+    sweep: bool = True
+    workers: bool = True  # ingest and start-up in fresh processes (off in the smoke test)
+    qa: Path = PROJECT_ROOT / "eval" / "qa.jsonl"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m rag bench", epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Measure ingest, retrieval, generation and start-up; print medians.")
+    p.add_argument("--sizes", type=int, nargs="+", default=[38, 10000],
+                   help="corpus sizes in papers (38 = the seeds; others are synthetic)")
+    p.add_argument("--only", help=f"comma-separated sections: {','.join(SECTIONS)}")
+    p.add_argument("--models", nargs="+", default=["smollm2", "gemma3"], help="'smollm2', 'gemma3' or GGUF paths")
+    p.add_argument("--repeats", type=int, default=5, help="repeats per figure (the median is reported)")
+    p.add_argument("--approx-above", type=int, default=10000,
+                   help="sizes above this are built with approximate vectors (default 10000)")
+    p.add_argument("--fresh", action="store_true", help="rebuild cached indexes (ingest figures are re-measured)")
+    p.add_argument("--no-sweep", action="store_true", help="skip the flash_attn / n_threads / n_batch sweep")
+    p.add_argument("--data-dir", help="where corpora and bench indexes go (<data-dir>/bench; default ./.rag)")
+    p.add_argument("--config", help="a TOML settings file")
+    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results", help="results folder")
+    p.add_argument("--json", action="store_true", help="print the results JSON instead of the tables")
+    return p
+
+
+def size_settings(settings: Settings, n: int) -> Settings:
+    root = settings.paths.data_dir / "bench" / f"size-{n}"
+    return replace(settings, paths=replace(settings.paths, data_dir=root, models_dir=settings.paths.models_dir))
+
+
+def corpus_for(settings: Settings, n: int, seeds_size: int) -> Path:
+    from .corpus import corpus_file
+
+    if n == seeds_size:
+        return settings.paths.seeds_dir
+    return corpus_file(n, settings.paths.seeds_dir, settings.paths.data_dir / "bench" / "corpora")
+
+
+def model_path(name: str, settings: Settings) -> Path:
+    from rag.generate import default_model_path, gemma_model_path
+
+    if name == "smollm2":
+        return default_model_path()
+    if name == "gemma3":
+        return gemma_model_path(settings.paths.models_dir)
+    return Path(name).expanduser()
+
+
+def _ingest(plan: Plan, settings: Settings, embedder: Embedder, n: int, seeds_size: int) -> dict[str, Any]:
+    from .ingest import ingest_figures
+
+    s = size_settings(settings, n)
+    cached = s.paths.data_dir / "ingest.json"
+    if cached.is_file() and not plan.fresh:
+        return {**json.loads(cached.read_text()), "cached": True}
+    shutil.rmtree(s.paths.data_dir, ignore_errors=True)
+    corpus = corpus_for(settings, n, seeds_size)
+    approx = n > plan.approx_above
+    if plan.workers:
+        cmd = [sys.executable, "-m", "bench.cli", "_ingest", "--data-dir", str(s.paths.data_dir),
+               "--corpus", str(corpus), *(["--approx"] if approx else [])]
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT, check=False)
+        if done.returncode != 0:
+            return {"error": f"ingest worker exited {done.returncode}"}
+        figures = json.loads(done.stdout.strip().splitlines()[-1])
+    else:
+        figures = ingest_figures(s, [corpus], embedder, approx=approx)
+    figures["corpus"] = corpus.name
+    cached.write_text(json.dumps(figures))
+    return figures
+
+
+def run(plan: Plan, settings: Settings, embedder: Embedder, generator: Generator | None = None,
+        make_embedder: Callable[[int], Embedder] | None = None, command: str = "") -> dict[str, Any]:
+    """Every planned section; `generator` (a fake in tests) replaces the real GGUFs in generation and e2e."""
+    from . import e2e, retrieval
+
+    started = time.perf_counter()
+    res: dict[str, Any] = {"command": command, "started": dt.datetime.now().isoformat(timespec="seconds"),
+                           "machine": measure.machine(), "load_average": {}, "gpu": "none (CPU only)"}
+    res["ceilings"] = {"copy_gbs": measure.copy_bandwidth_gbs(), "gemm_gflops": measure.matmul_gflops()}
+    seeds_size = 38
+    qs = retrieval.questions(plan.qa)
+    sizes = sorted(set(plan.sizes))
+
+    def section(name: str) -> bool:
+        res["load_average"][name] = round(os.getloadavg()[0], 2)
+        return name in plan.only
+
+    if section("ingest"):
+        res["ingest"] = {str(n): _ingest(plan, settings, embedder, n, seeds_size) for n in sizes}
+    built = [n for n in sizes if (size_settings(settings, n).paths.data_dir / "ingest.json").is_file()]
+    if section("retrieval"):
+        res["retrieval"] = {str(n): retrieval.latency(size_settings(settings, n), embedder, qs, plan.repeats)
+                            for n in built}
+    if section("hnsw") and built:
+        res["hnsw"] = retrieval.hnsw(size_settings(settings, max(built)), embedder, qs, repeats=plan.repeats)
+        res["hnsw"]["papers"] = max(built)
+    if section("embed") and make_embedder is not None:
+        from .ingest import embed_sweep
+
+        res["embed"] = embed_sweep(make_embedder, _chunk_texts(settings, max(built or [seeds_size]), embedder),
+                                   qs[0], repeats=max(1, plan.repeats // 2))
+    small = size_settings(settings, min(built)) if built else None
+    if section("generation") and small is not None:
+        res["generation"] = _generation(plan, settings, small, embedder, generator, qs, res["ceilings"])
+    if section("e2e") and small is not None:
+        res["end_to_end"] = {}
+        for n in built[:2]:
+            s = size_settings(settings, n)
+            try:
+                res["end_to_end"][str(n)] = (
+                    e2e.ready_subprocess(s.paths.data_dir, qs[0], repeats=min(3, plan.repeats)) if plan.workers
+                    else e2e.ready_in_process(s, qs[0], embedder, generator))
+            except Exception as e:  # one failing start-up should not lose the other figures
+                res["end_to_end"][str(n)] = {"error": f"{type(e).__name__}: {e}"}
+    res["seconds"] = round(time.perf_counter() - started, 1)
+    return res
+
+
+def _chunk_texts(settings: Settings, n: int, embedder: Embedder, limit: int = 512) -> list[str]:
+    """Real stored chunk texts (title-prefixed windows), for the embedding batch-size sweep."""
+    from rag.indexer import IndexPaths, open_store
+
+    s = size_settings(settings, n)
+    if not IndexPaths.of(s).catalog.exists():
+        return ["probe"]
+    return [text for _, _, text in open_store(s, embedder, create=False).all_chunks()[:limit]]
+
+
+def _generation(plan: Plan, settings: Settings, small: Settings, embedder: Embedder, generator: Generator | None,
+                qs: list[str], ceilings: dict[str, Any]) -> dict[str, Any]:
+    from . import e2e
+
+    if generator is not None:  # fakes: the protocol-level figures only
+        prompts = e2e.capture_prompts(small, embedder, generator, qs)
+        return {"models": {generator.name: {"stream": e2e.stream_figures(generator, prompts, repeats=plan.repeats)}}}
+    from rag.generate import LlamaGenerator, physical_cores
+
+    from . import llm
+
+    out: dict[str, Any] = {"models": {}}
+    cores = physical_cores()
+    for name in plan.models:
+        path = model_path(name, settings)
+        shipped = LlamaGenerator(replace(settings.generation, model_path=str(path)))
+        prompts = e2e.capture_prompts(small, embedder, shipped, qs)
+        g: dict[str, Any] = {"path": str(path), "stream": e2e.stream_figures(shipped, prompts, repeats=plan.repeats),
+                             "runs": {}}
+        del shipped
+        variants = [("", path)]
+        q8, q_seconds, made = llm.requantize(path, settings.paths.data_dir / "bench" / "models", threads=cores)
+        g["q8_0"] = {"path": str(q8), "seconds": round(q_seconds, 1), "made_now": made}
+        variants.append(("Q8_0 ", q8))
+        for label, p in variants:
+            configs = {f"{label}shipped (fa off, {cores} threads, batch 512)": (False, cores, 512)}
+            if plan.sweep:
+                rows = llm.sweep(p, prompts, repeats=max(1, plan.repeats // 2))
+                g[f"{label}sweep"] = rows
+                w = llm.best(rows)
+                configs[f"{label}best (fa {'on' if w['flash_attn'] else 'off'}, {w['n_threads']} threads, "
+                        f"batch {w['n_batch']})"] = (w["flash_attn"], w["n_threads"], w["n_batch"])
+            for key, (fa, nt, nb) in configs.items():
+                model = llm.load(p, nt, nb, fa)
+                f = llm.figures(model, prompts, repeats=plan.repeats)
+                info = llm.info(model, p)
+                f["ceilings"] = llm.ceilings(info, f, ceilings["copy_gbs"]["best"], ceilings["gemm_gflops"])
+                f["model"] = info
+                g["runs"][key] = f
+                model.close()
+        out["models"][path.name] = g
+    return out
+
+
+def _worker(argv: list[str]) -> int:
+    """`_ingest --data-dir D --corpus C [--approx]` and `_ready --data-dir D --question Q [--model M]`."""
+    p = argparse.ArgumentParser(prog="bench worker")
+    p.add_argument("kind", choices=["_ingest", "_ready"])
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--corpus")
+    p.add_argument("--approx", action="store_true")
+    p.add_argument("--question")
+    p.add_argument("--model")
+    a = p.parse_args(argv)
+    flags = {"paths.data_dir": a.data_dir, "generation.model_path": a.model}
+    settings = load(None, flags)
+    if a.kind == "_ready":
+        from .e2e import ready_in_process
+
+        out = ready_in_process(settings, a.question, on_ready=lambda: print("READY", flush=True))
+        print(json.dumps(out), flush=True)
+        return 0
+    from rag.embed import SentenceTransformerEmbedder
+
+    from .ingest import ingest_figures
+
+    bar = _bar()
+    figures = ingest_figures(settings, [Path(a.corpus)], SentenceTransformerEmbedder(settings.embedding),
+                             approx=a.approx, progress=bar)
+    print(json.dumps(figures), flush=True)
+    return 0
+
+
+def _bar() -> Callable[[str, int], None]:
+    from tqdm import tqdm
+
+    bar = tqdm(unit="paper", file=sys.stderr, mininterval=5.0,
+               disable=not sys.stderr.isatty() and "RAG_PROGRESS" not in os.environ)
+    return lambda what, n: bar.update(n)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["_ingest"], ["_ready"]):
+        return _worker(argv)
+    args = build_parser().parse_args(argv)
+    from rag.records import RagError
+
+    try:
+        flags: dict[str, Any] = {"paths.data_dir": args.data_dir}
+        settings = load(args.config, flags)
+        only = set(args.only.split(",")) if args.only else set(SECTIONS)
+        if only - set(SECTIONS):
+            raise RagError(f"--only: unknown section(s) {', '.join(sorted(only - set(SECTIONS)))}")
+        plan = Plan(sizes=args.sizes, repeats=args.repeats, models=args.models, only=only,
+                    approx_above=args.approx_above, fresh=args.fresh, sweep=not args.no_sweep)
+        from rag.embed import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder(settings.embedding)
+
+        def make(batch: int) -> Embedder:
+            return SentenceTransformerEmbedder(replace(settings.embedding, batch_size=batch))
+
+        command = "python -m rag bench " + shlex.join(argv)
+        res = run(plan, settings, embedder, make_embedder=make, command=command.strip())
+    except RagError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    write(res, args.out)
+    print(json.dumps(res, indent=1) if args.json else report.markdown(res))
+    return 0
+
+
+def write(res: dict[str, Any], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = out / f"bench-{stamp}.json"
+    path.write_text(json.dumps(res, indent=1))
+    path.with_suffix(".md").write_text(report.markdown(res) + "\n")
+    shutil.copyfile(path, out / "latest.json")
+    shutil.copyfile(path.with_suffix(".md"), out / "latest.md")
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

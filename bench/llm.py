@@ -1,0 +1,222 @@
+"""Generation figures on the real GGUFs: time to first token, prefill and decode rates, and their ceilings.
+
+This module talks to llama_cpp directly (besides `rag.generate`, the only place that does) because the bench turns
+knobs `rag.generate.LlamaGenerator` does not expose yet (flash_attn, n_batch per model, a requantized file) and
+times prefill and decode apart, which a chat stream cannot.
+
+For a chat prompt rendered with the GGUF's own template (as llama-cpp-python's chat handler does):
+- prefill tok/s: the prompt evaluated from an empty context, prompt tokens / seconds;
+- decode tok/s: greedy tokens one by one after the prompt, (n - 1) / seconds between the first and the last;
+- cold TTFT: empty context to the first sampled token; "new question" TTFT: the previous question's prompt is
+  cached, so only the shared system prompt is reused; follow-up TTFT: the previous prompt and answer are cached and
+  the new prompt extends them (llama.cpp evaluates only the new tokens).
+Ceilings: decoding reads every weight once per token, so tok/s <= copy bandwidth / model bytes; prefill does about
+2 * (parameters - output head) flops per token (logits only for the last token), compared with a float32 GEMM rate.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rag.generate import Message, file_sha256
+
+from .measure import median
+
+FTYPE_Q8_0 = 7
+
+
+def load(path: Path, n_threads: int, n_batch: int = 512, flash_attn: bool = False, n_ctx: int = 2048) -> Any:
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=n_batch,
+                 n_ubatch=n_batch, flash_attn=flash_attn, seed=0, verbose=False)
+
+
+def info(llm: Any, path: Path) -> dict[str, Any]:
+    import llama_cpp
+
+    model = llm._model.model  # the raw llama_model pointer: only its size and parameter count are read
+    meta = llm.metadata
+    arch = meta.get("general.architecture", "")
+    return {"file": path.name, "file_mb": round(path.stat().st_size / 2**20, 1),
+            "tensor_bytes": int(llama_cpp.llama_model_size(model)),
+            "n_params": int(llama_cpp.llama_model_n_params(model)), "n_vocab": int(llm.n_vocab()),
+            "n_embd": int(llm.n_embd()), "n_layer": int(meta.get(f"{arch}.block_count", 0) or 0), "arch": arch,
+            "ftype": int(llama_cpp.llama_model_ftype(model))}
+
+
+def render(llm: Any, messages: Sequence[Message]) -> list[int]:
+    """Tokens of the chat prompt, rendered with the GGUF's template as the chat handler renders it."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:  # fall back to ChatML, the pipeline's default chat_format
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + \
+            "<|im_start|>assistant\n"
+        return list(llm.tokenize(text.encode(), add_bos=True, special=True))
+    eos = llm.detokenize([llm.token_eos()], special=True).decode(errors="ignore")
+    bos = llm.detokenize([llm.token_bos()], special=True).decode(errors="ignore") if llm.token_bos() >= 0 else ""
+    chat: Any = list(messages)  # llama_cpp wants its TypedDicts; ours are the same plain dicts
+    res = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)(messages=chat)
+    return list(llm.tokenize(res.prompt.encode(), add_bos=not res.added_special, special=True))
+
+
+def _first_token(llm: Any, tokens: list[int], decode: int = 0) -> tuple[float, float, list[int]]:
+    """(seconds to the first token, decode tok/s over `decode` more tokens, generated tokens)."""
+    t = time.perf_counter()
+    out: list[int] = []
+    first = last = 0.0
+    for tok in llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, repeat_penalty=1.0):
+        now = time.perf_counter()
+        if not out:
+            first = now
+        last = now
+        out.append(int(tok))
+        if len(out) > decode:
+            break
+    rate = (len(out) - 1) / (last - first) if len(out) > 1 and last > first else 0.0
+    return first - t, rate, out
+
+
+def prefill_rate(llm: Any, tokens: list[int], repeats: int) -> float:
+    rates = []
+    for _ in range(repeats):
+        llm.reset()
+        t = time.perf_counter()
+        llm.eval(tokens)
+        rates.append(len(tokens) / (time.perf_counter() - t))
+    return median(rates)
+
+
+def figures(llm: Any, prompts: dict[str, list[Message]], repeats: int = 3, decode: int = 64) -> dict[str, Any]:
+    """prompts: "cold" (a question), "other" (another question), "followup" (cold + its answer + a follow-up).
+
+    "followup" is built here from the cold prompt and the model's own answer, so the cached tokens really are its
+    prefix; "followup_pipeline" (optional) is the pipeline's real follow-up prompt (history, then new sources).
+    """
+    cold = render(llm, prompts["cold"])
+    other = render(llm, prompts["other"])
+    out: dict[str, Any] = {"prompt_tokens": len(cold), "repeats": repeats, "decode_tokens": decode}
+    out["prefill_tok_s"] = round(prefill_rate(llm, cold, repeats), 1)
+    ttft, rates, follow, fresh, real_follow = [], [], [], [], []
+    follow_tokens = real_tokens = 0
+    ftoks: list[int] = []
+    for _ in range(repeats):
+        llm.reset()
+        t, rate, gen = _first_token(llm, cold, decode)
+        ttft.append(t)
+        rates.append(rate)
+        answer = llm.detokenize(_until_eos(llm, gen)).decode(errors="ignore").strip() or "It does."
+        fmsgs = [*prompts["cold"], {"role": "assistant", "content": answer},
+                 {"role": "user", "content": prompts["followup"][-1]["content"]}]
+        ftoks = render(llm, fmsgs)
+        follow_tokens = len(ftoks) - _common(cold + gen, ftoks)
+        follow.append(_first_token(llm, ftoks)[0])
+        fresh.append(_first_token(llm, other)[0])  # after the follow-up: only the system prompt is shared
+        if "followup_pipeline" in prompts:
+            _first_token(llm, cold)
+            ptoks = render(llm, prompts["followup_pipeline"])
+            real_tokens = len(ptoks) - _common(cold, ptoks)
+            real_follow.append(_first_token(llm, ptoks)[0])
+    out.update({"ttft_cold_ms": round(median(ttft) * 1000, 1), "decode_tok_s": round(median(rates), 1),
+                "ttft_followup_ms": round(median(follow) * 1000, 1), "followup_new_tokens": follow_tokens,
+                "ttft_new_question_ms": round(median(fresh) * 1000, 1),
+                "new_question_tokens": len(other) - _common(ftoks, other)})
+    if real_follow:
+        out.update({"ttft_followup_pipeline_ms": round(median(real_follow) * 1000, 1),
+                    "followup_pipeline_new_tokens": real_tokens})
+    return out
+
+
+def _until_eos(llm: Any, tokens: list[int]) -> list[int]:
+    eos = llm.token_eos()
+    return tokens[: tokens.index(eos)] if eos in tokens else tokens
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def ceilings(model: dict[str, Any], fig: dict[str, Any], copy_gbs: float, gemm_gflops: float) -> dict[str, Any]:
+    """Decode vs the bandwidth ceiling, prefill vs the compute reference; e.g. 100 MB at 20 GB/s -> 200 tok/s."""
+    decode_ceiling = copy_gbs * 1e9 / model["tensor_bytes"]
+    head = model["n_vocab"] * model["n_embd"]
+    avg_pos = fig["prompt_tokens"] / 2
+    flops = 2 * (model["n_params"] - head) + 4 * model["n_layer"] * model["n_embd"] * avg_pos
+    prefill_bound = gemm_gflops * 1e9 / flops
+    return {"decode_ceiling_tok_s": round(decode_ceiling, 1),
+            "decode_vs_ceiling": round(fig["decode_tok_s"] / decode_ceiling, 3),
+            "prefill_gflop_per_token": round(flops / 1e9, 3), "prefill_bound_tok_s": round(prefill_bound, 1),
+            "prefill_vs_bound": round(fig["prefill_tok_s"] / prefill_bound, 3)}
+
+
+def requantize(src: Path, out_dir: Path, ftype: int = FTYPE_Q8_0, threads: int = 2) -> tuple[Path, float, bool]:
+    """A Q8_0 copy of src, made once with llama.cpp's quantize API and cached beside a hash record.
+
+    Returns (path, seconds spent, made now). The record holds the source's and the output's sha256; a copy whose
+    hashes do not match (an edited source, a truncated file) is made again.
+    """
+    import llama_cpp
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = src.name.removesuffix(".gguf").rsplit(".", 1)[0] if src.name.count(".") > 1 else src.stem
+    dst = out_dir / f"{stem}.Q8_0.gguf"
+    record = dst.with_suffix(".json")
+    src_hash = file_sha256(src)
+    if dst.is_file() and record.is_file():
+        saved = json.loads(record.read_text())
+        if saved.get("source_sha256") == src_hash and saved.get("sha256") == file_sha256(dst):
+            return dst, 0.0, False
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = True
+    params.nthread = threads
+    tmp = dst.with_suffix(".tmp")
+    t = time.perf_counter()
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
+    seconds = time.perf_counter() - t
+    if rc != 0:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"{src}: llama_model_quantize returned {rc}")
+    tmp.replace(dst)
+    record.write_text(json.dumps({"source": src.name, "source_sha256": src_hash, "sha256": file_sha256(dst),
+                                  "ftype": ftype}))
+    return dst, seconds, True
+
+
+def sweep(path: Path, prompts: dict[str, list[Message]], threads: Sequence[int] = (1, 2),
+          batches: Sequence[int] = (128, 512), flash: Sequence[bool] = (False, True),
+          repeats: int = 3) -> list[dict[str, Any]]:
+    """Prefill, decode and cold TTFT for each (flash_attn, n_threads, n_batch)."""
+    rows = []
+    for fa in flash:
+        for nt in threads:
+            for nb in batches:
+                llm = load(path, nt, nb, fa)
+                cold = render(llm, prompts["cold"])
+                prefill = prefill_rate(llm, cold, repeats)
+                ttfts, rates = [], []
+                for _ in range(repeats):
+                    llm.reset()
+                    t, rate, _ = _first_token(llm, cold, 32)
+                    ttfts.append(t)
+                    rates.append(rate)
+                rows.append({"flash_attn": fa, "n_threads": nt, "n_batch": nb, "prefill_tok_s": round(prefill, 1),
+                             "decode_tok_s": round(median(rates), 1), "ttft_cold_ms": round(median(ttfts) * 1000, 1)})
+                llm.close()
+    return rows
+
+
+def best(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The winner: lowest cold TTFT (prefill dominates a RAG answer's wait), decode as the tie-break."""
+    return min(rows, key=lambda r: (r["ttft_cold_ms"], -r["decode_tok_s"]))
