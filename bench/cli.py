@@ -48,6 +48,7 @@ class Plan:
     fresh: bool = False
     sweep: bool = True
     workers: bool = True  # ingest and start-up in fresh processes (off in the smoke test)
+    ceiling_mb: int = 256  # buffer copied for the bandwidth ceiling (the smoke test uses a small one)
     qa: Path = PROJECT_ROOT / "eval" / "qa.jsonl"
 
 
@@ -126,7 +127,8 @@ def run(plan: Plan, settings: Settings, embedder: Embedder, generator: Generator
     started = time.perf_counter()
     res: dict[str, Any] = {"command": command, "started": dt.datetime.now().isoformat(timespec="seconds"),
                            "machine": measure.machine(), "load_average": {}, "gpu": "none (CPU only)"}
-    res["ceilings"] = {"copy_gbs": measure.copy_bandwidth_gbs(), "gemm_gflops": measure.matmul_gflops()}
+    res["ceilings"] = {"copy_gbs": measure.copy_bandwidth_gbs(plan.ceiling_mb),
+                       "gemm_gflops": measure.matmul_gflops(1024 if plan.ceiling_mb >= 64 else 256)}
     seeds_size = 38
     qs = retrieval.questions(plan.qa)
     sizes = sorted(set(plan.sizes))
@@ -202,15 +204,15 @@ def _generation(plan: Plan, settings: Settings, small: Settings, embedder: Embed
         variants.append(("Q8_0 ", q8))
         for label, p in variants:
             configs = {f"{label}shipped (fa off, {cores} threads, batch 512)": (False, cores, 512)}
-            if plan.sweep:
-                rows = llm.sweep(p, prompts, repeats=max(1, plan.repeats // 2))
+            if plan.sweep and name == plan.models[0]:  # the default model's targets are what the sweep serves
+                rows = llm.sweep(p, prompts, repeats=2)
                 g[f"{label}sweep"] = rows
                 w = llm.best(rows)
                 configs[f"{label}best (fa {'on' if w['flash_attn'] else 'off'}, {w['n_threads']} threads, "
                         f"batch {w['n_batch']})"] = (w["flash_attn"], w["n_threads"], w["n_batch"])
             for key, (fa, nt, nb) in configs.items():
                 model = llm.load(p, nt, nb, fa)
-                f = llm.figures(model, prompts, repeats=plan.repeats)
+                f = llm.figures(model, prompts, repeats=min(3, plan.repeats))
                 info = llm.info(model, p)
                 f["ceilings"] = llm.ceilings(info, f, ceilings["copy_gbs"]["best"], ceilings["gemm_gflops"])
                 f["model"] = info

@@ -1,7 +1,8 @@
 """Ingest figures: papers/s and chunks/s for parse, embed and store separately, peak RSS, store size on disk.
 
 The real `rag.indexer.build_index` runs once on a fresh data folder, with the embedder wrapped to time its calls:
-- parse = reading + chunking (with the embedder's tokenizer), timed in a separate streaming pass first;
+- parse = reading + chunking (with the embedder's tokenizer), timed in a separate streaming pass first over at
+  most `parse_sample` papers (default 5,000; the rate is applied to the whole corpus);
 - embed = time inside `Embedder.embed` during the build;
 - store = the rest of the build (Chroma upserts, catalog commits, BM25 rebuild), i.e. total - parse - embed;
   the BM25 rebuild alone is timed once more afterwards and reported on its own.
@@ -71,8 +72,8 @@ class SentenceMeanEmbedder:
         return self.inner.count_tokens(text)
 
 
-def parse_pass(settings: Settings, paths: list[Path], embedder: Embedder) -> dict[str, float]:
-    """Read and chunk every paper once (streamed), as the indexer will: seconds, papers, chunks, tokens."""
+def parse_pass(settings: Settings, paths: list[Path], embedder: Embedder, limit: int) -> dict[str, float]:
+    """Read and chunk up to `limit` papers (streamed), as the indexer will: seconds, papers, chunks."""
     report = ParseReport()
     t = time.perf_counter()
     papers = chunks = 0
@@ -80,6 +81,8 @@ def parse_pass(settings: Settings, paths: list[Path], embedder: Embedder) -> dic
         for paper in read_papers(path, report):
             papers += 1
             chunks += len(chunk_paper(paper, settings.chunking, embedder.count_tokens))
+            if papers >= limit:
+                return {"seconds": time.perf_counter() - t, "papers": papers, "chunks": chunks}
     return {"seconds": time.perf_counter() - t, "papers": papers, "chunks": chunks}
 
 
@@ -88,12 +91,12 @@ def _rate(n: float, seconds: float) -> float:
 
 
 def ingest_figures(settings: Settings, paths: list[Path], embedder: Embedder, approx: bool = False,
-                   progress: Any = None) -> dict[str, Any]:
+                   progress: Any = None, parse_sample: int = 5000) -> dict[str, Any]:
     """Build a fresh index of `paths` under settings.paths.data_dir and return the figures (see module doc)."""
     base_rss = rss_mb()
     sw = Stopwatch()
     inner: Embedder = SentenceMeanEmbedder(embedder) if approx else embedder
-    parse = parse_pass(settings, paths, inner)
+    sample = parse_pass(settings, paths, inner, parse_sample)
     timed = TimedEmbedder(inner, sw)
     t = time.perf_counter()
     summary = build_index(settings, timed, paths=paths, progress=progress)
@@ -108,13 +111,14 @@ def ingest_figures(settings: Settings, paths: list[Path], embedder: Embedder, ap
     bm25_s = time.perf_counter() - t
     catalog.close()
     embed_s = sw.seconds.get("embed", 0.0)
-    store_s = max(0.0, total - parse["seconds"] - embed_s)
     papers, chunks = summary.papers, summary.chunks
+    parse = {"seconds": sample["seconds"] * papers / max(1, sample["papers"]), "sampled_papers": sample["papers"]}
+    store_s = max(0.0, total - parse["seconds"] - embed_s)
     return {
         "papers": papers, "chunks": chunks, "approx_vectors": approx,
         "chunks_per_paper": round(chunks / papers, 2) if papers else 0.0,
         "parse": {"seconds": round(parse["seconds"], 2), "papers_per_s": _rate(papers, parse["seconds"]),
-                  "chunks_per_s": _rate(chunks, parse["seconds"])},
+                  "chunks_per_s": _rate(chunks, parse["seconds"]), "sampled_papers": parse["sampled_papers"]},
         "embed": {"seconds": round(embed_s, 2), "papers_per_s": _rate(papers, embed_s),
                   "chunks_per_s": _rate(chunks, embed_s), "texts_embedded": timed.texts},
         "store": {"seconds": round(store_s, 2), "papers_per_s": _rate(papers, store_s),

@@ -94,7 +94,8 @@ def prefill_rate(llm: Any, tokens: list[int], repeats: int) -> float:
 
 
 def figures(llm: Any, prompts: dict[str, list[Message]], repeats: int = 3, decode: int = 64) -> dict[str, Any]:
-    """prompts: "cold" (a question), "other" (another question), "followup" (cold + its answer + a follow-up).
+    """prompts: "cold" (a question), "other" (another question), "followup" (cold + its answer + a follow-up),
+    optionally "cold_single" (the question with one paper of evidence: the issue's single-paper target).
 
     "followup" is built here from the cold prompt and the model's own answer, so the cached tokens really are its
     prefix; "followup_pipeline" (optional) is the pipeline's real follow-up prompt (history, then new sources).
@@ -127,6 +128,13 @@ def figures(llm: Any, prompts: dict[str, list[Message]], repeats: int = 3, decod
                 "ttft_followup_ms": round(median(follow) * 1000, 1), "followup_new_tokens": follow_tokens,
                 "ttft_new_question_ms": round(median(fresh) * 1000, 1),
                 "new_question_tokens": len(other) - _common(ftoks, other)})
+    if "cold_single" in prompts:
+        single = render(llm, prompts["cold_single"])
+        times = []
+        for _ in range(repeats):
+            llm.reset()
+            times.append(_first_token(llm, single)[0])
+        out.update({"ttft_cold_single_ms": round(median(times) * 1000, 1), "single_prompt_tokens": len(single)})
     if real_follow:
         out.update({"ttft_followup_pipeline_ms": round(median(real_follow) * 1000, 1),
                     "followup_pipeline_new_tokens": real_tokens})

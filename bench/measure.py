@@ -50,7 +50,17 @@ def repeat(fn: Callable[[], Any], times: int, warmup: int = 1) -> list[float]:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far (Linux reports kilobytes)."""
+    """Peak resident set size of this process so far.
+
+    VmHWM from /proc, not getrusage's ru_maxrss: Linux carries ru_maxrss across exec, so a worker spawned by a
+    5 GB parent would report the parent's peak.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -105,8 +115,8 @@ def copy_bandwidth_gbs(mb: int = 256, repeats: int = 5, threads: int | None = No
     dst = np.empty_like(src)
     out: dict[str, float] = {}
     for k in sorted({1, threads or len(os.sched_getaffinity(0))}):
-        parts = np.array_split(np.arange(n), k)
-        bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if len(p)]
+        edges = [n * i // k for i in range(k + 1)]
+        bounds = list(zip(edges[:-1], edges[1:]))
 
         def copy(bounds: list[tuple[int, int]] = bounds) -> None:
             workers = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in bounds]

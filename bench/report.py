@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -78,6 +79,16 @@ def markdown(res: dict[str, Any]) -> str:
                                 f"{c.get('decode_vs_ceiling', '–')} of {c.get('decode_ceiling_tok_s', '–')}",
                                 f"{c.get('prefill_vs_bound', '–')} of {c.get('prefill_bound_tok_s', '–')}"))
         out.append("")
+        out += _generation_extra(gen)
+    emb = res.get("embed")
+    if emb:
+        out += ["### Embedding", "", _row("batch size", *emb["batch"].keys()), _row(*["---"] * (len(emb["batch"]) + 1)),
+                _row("chunks/s", *emb["batch"].values()), ""]
+        for k, v in emb.items():
+            if k.startswith("query_ms_threads_"):
+                out.append(f"Query embedding with torch on {k.rsplit('_', 1)[1]} thread(s): p50 {v['p50']} ms, "
+                           f"p95 {v['p95']} ms.  ")
+        out.append("")
     e2e = res.get("end_to_end", {})
     if e2e:
         out += ["### End to end", "", _row("index", "ready s (spawn to first answer possible)",
@@ -93,3 +104,31 @@ def markdown(res: dict[str, Any]) -> str:
                             f"{sq.get('seconds')} ({sq.get('first_token_ms')})"))
         out.append("")
     return "\n".join(out)
+
+
+def _generation_extra(gen: dict[str, Any]) -> list[str]:
+    """The pipeline's own stream timings (as shipped) and the tuning sweeps."""
+    out = ["Through the pipeline's generator as shipped (`rag.generate.LlamaGenerator`, TTFT ms / pieces per s):", "",
+           _row("model", "cold (3 papers)", "cold (1 paper)", "new question", "pipeline follow-up"), _row(*["---"] * 5)]
+    for name, g in gen.get("models", {}).items():
+        st = g.get("stream", {})
+        out.append(_row(name, *[f"{_get(st, k, 'ttft_ms')} / {_get(st, k, 'pieces_per_s')}"
+                                for k in ("cold", "cold_single", "other", "followup_pipeline")]))
+    out.append("")
+    for name, g in gen.get("models", {}).items():
+        for key, rows in g.items():
+            if not key.endswith("sweep") or not rows:
+                continue
+            variant = key.removesuffix("sweep").strip() or "as shipped"
+            out += [f"Sweep, {name} {variant}:", "",
+                    _row("flash_attn", "n_threads", "n_batch", "cold TTFT ms", "prefill tok/s", "decode tok/s"),
+                    _row(*["---"] * 6)]
+            out += [_row(r["flash_attn"], r["n_threads"], r["n_batch"], r["ttft_cold_ms"], r["prefill_tok_s"],
+                         r["decode_tok_s"]) for r in rows]
+            out.append("")
+        if "q8_0" in g:
+            q = g["q8_0"]
+            how = f"made in {q['seconds']} s" if q["made_now"] else "cached, hash verified"
+            out.append(f"{name}: Q8_0 copy {Path(q['path']).name} ({how}).")
+            out.append("")
+    return out

@@ -194,12 +194,38 @@ def check_answer(text: str, blocks: list[Evidence], embedder: Embedder,
     return " ".join(out_sentences), checks
 
 
-def extractive(blocks: list[Evidence], max_sentences: int = 2) -> str:
+def extractive(blocks: list[Evidence], max_sentences: int = 3) -> str:
     """The best evidence sentences, quoted, each with its citation."""
     scored = [(score, b.n, s) for b in blocks for s, score in zip(b.sentences, b.sentence_scores)]
     scored.sort(key=lambda x: -x[0])
     parts = [f"“{s}” [{n}]" for _, n, s in scored[:max_sentences]]
     return QUOTED_PREFIX + " ".join(parts)
+
+
+def best_quote(blocks: list[Evidence]) -> tuple[int, str] | None:
+    scored = [(score, b.n, s) for b in blocks for s, score in zip(b.sentences, b.sentence_scores)]
+    if not scored:
+        return None
+    _, n, sentence = max(scored)
+    return n, sentence
+
+
+def with_quote(text: str, blocks: list[Evidence]) -> str:
+    """Append the best evidence sentence, quoted and cited, unless the answer already carries its content.
+
+    The model phrases; the quote is what the answer rests on, verbatim, so a fact the evidence held is never lost
+    by a paraphrase (a 135M model rounds, drops or invents numbers).
+    """
+    best = best_quote(blocks)
+    if best is None:
+        return text
+    n, sentence = best
+    have = set(tokens(text))
+    need = set(tokens(sentence))
+    numbers_kept = all(x in search_form(text) for x in _NUMBER.findall(search_form(sentence)))
+    if need and numbers_kept and len(need & have) / len(need) >= 0.6:
+        return text
+    return f"{text}\n\nQuoted: “{sentence}” [{n}]"
 
 
 def summary_text(blocks: list[Evidence], checks: list[SentenceCheck]) -> tuple[str, bool]:

@@ -139,6 +139,8 @@ def _print_answer(ans: Answer, streamed: str) -> None:
         label = {"extractive": "quoted evidence instead", "abstained": "no answer"}.get(ans.mode, "checked")
         print(f"\n[{label}] {ans.text}")
     print()
+    for notice in ans.notices:
+        print(f"note: {notice}")
     if ans.abstained and ans.hits:
         print("Closest papers:")
         for h in ans.hits[:3]:

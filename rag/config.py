@@ -74,11 +74,17 @@ class Generation:
     n_batch: int = _desc("prompt tokens evaluated per batch", 512)
     n_gpu_layers: int = _desc("layers offloaded to a GPU (-1 = all)", 0)
     temperature: float = _desc("sampling temperature (0 = greedy)", 0.0)
-    max_tokens: int = _desc("most tokens generated per answer", 160)
+    max_tokens: int = _desc("most tokens generated per answer", 120)
     seed: int = _desc("sampling seed", 0)
     chat_format: str = _desc("fallback chat format for a GGUF without a template", "chatml")
+    probe_timeout: float = _desc("seconds a separate process may take to test-load a GGUF other than the packaged "
+                                 "default before it is loaded in the app (0 = no probe)", 60.0)
     sentences_per_paper: int = _desc("evidence sentences given to the model per retrieved paper", 3)
     evidence_papers: int = _desc("retrieved papers whose evidence goes into the prompt", 3)
+    remote_url: str = _desc("an OpenAI-compatible server (http://gpu-box:8000) used instead of the local GGUF, e.g. "
+                            "`python -m llama_cpp.server --model big.gguf`; empty = run the GGUF in-process", "")
+    remote_model: str = _desc("model name sent to the remote server (empty = the server's first model)", "")
+    remote_timeout_s: float = _desc("seconds to wait for the remote server to connect or send the next piece", 120.0)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ A 135M model handed five whole abstracts copies one of them; handed three senten
 sentence of each retrieved paper is scored against the question:
 
     score = cosine(question, sentence) + LEXICAL_WEIGHT * (share of the question's terms the sentence contains)
+            + a small bonus when the sentence is of the kind asked for (a number for "how much ...?")
 
 and the best `per_paper` sentences of each paper are kept, in their original order. Papers whose best sentence
 scores far below the best paper's are left out, so a single-paper question gets a single-paper prompt. The same
@@ -14,6 +15,7 @@ Sentence vectors are cached per paper (abstracts do not change under a paper id)
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 import numpy as np
@@ -23,6 +25,27 @@ from .records import Evidence, Hit
 from .text import split_sentences, tokens
 
 LEXICAL_WEIGHT = 0.35
+# What kind of sentence the question wants: e.g. "How much faster ..." wants a sentence with a number.
+_WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far)|by how|(what|which) (percentage|fraction|"
+                           r"proportion|share|number|ratio|rate|factor|margin|size|accuracy|speedup)|how many|"
+                           r"by what|what (is|was) the (size|number|count))\b", re.IGNORECASE)
+_WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat)", re.IGNORECASE)
+_WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
+                         r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?)\b|\bname",
+                         re.IGNORECASE)
+TYPE_BOOST = 0.3
+
+
+def answer_type_boost(question: str, sentence: str) -> float:
+    """A bonus for sentences of the kind the question asks for (a number, an expansion, a name)."""
+    boost = 0.0
+    if _WANTS_NUMBER.search(question) and re.search(r"\d", sentence):
+        boost += TYPE_BOOST
+    if _WANTS_EXPANSION.search(question) and "(" in sentence:
+        boost += TYPE_BOOST
+    if _WANTS_NAME.search(question) and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
+        boost += TYPE_BOOST / 2
+    return boost
 PAPER_MARGIN = 0.22  # a paper whose best sentence trails the best paper's by more than this is not evidence
 
 
@@ -61,7 +84,7 @@ class SentenceScorer:
             scored = []
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
-                scored.append((s, float(sim) + LEXICAL_WEIGHT * overlap))
+                scored.append((s, float(sim) + LEXICAL_WEIGHT * overlap + answer_type_boost(question, s)))
             out[pid] = scored
         return out
 

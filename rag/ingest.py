@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,11 +212,18 @@ def _shorten(title: str) -> str:
 
 def _size_problem(body: str) -> str | None:
     """Why a cleaned abstract cannot be one, or None: e.g. "too long to be an abstract (1000000 characters > 20000)"."""
-    if len(body) < MIN_ABSTRACT_CHARS or len(body.split()) < 5:
-        return f"too short to be an abstract ({len(body)} characters)"
     if len(body) > MAX_ABSTRACT_CHARS:
         return f"too long to be an abstract ({len(body)} characters > {MAX_ABSTRACT_CHARS})"
+    if len(body) < MIN_ABSTRACT_CHARS or len(body.split()) < 5:
+        return f"too short to be an abstract ({len(body)} characters, {len(body.split())} words)"
     return None
+
+
+def _note_invisible(raw: str, source: str, line: int | None, report: ParseReport) -> None:
+    """Zero-width and bidi controls (Unicode format characters) are removed by clean(); say so."""
+    n = sum(1 for c in raw if unicodedata.category(c) == "Cf")
+    if n:
+        report.notes.append(Skip(source, f"removed {n} invisible characters (zero-width or bidi controls)", line))
 
 
 def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
@@ -247,6 +255,7 @@ def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
         if problem:
             report.skipped.append(Skip(source, problem, line))
             continue
+        _note_invisible(block, source, line, report)
         if not re.sub(r"\s*\S*https?://\S+$", ".", body).rstrip("\"”’)] ").endswith((".", "!", "?")):
             report.notes.append(Skip(source, "abstract has no sentence end; ingested as it is", line))
         yield make_paper(body, source, position, venue=venue)
@@ -279,6 +288,7 @@ def _record_paper(record: dict[str, object], source: str, position: int, line: i
     if problem:
         report.skipped.append(Skip(source, problem, line))
         return None
+    _note_invisible(abstract, source, line, report)
     url = _field(record, "url", "link", "pdf_url")
     if not url and _field(record, "id") and "/" not in _field(record, "id")[:3]:
         arxiv = _field(record, "id")
@@ -346,7 +356,8 @@ def _parse_csv(stream: Iterable[str], source: str, report: ParseReport, delimite
         except StopIteration:
             return
         except csv.Error as e:  # e.g. a field over the csv module's limit: the rest of the file cannot be trusted
-            report.skipped.append(Skip(source, f"CSV error ({e}); the rest of the file is skipped", reader.line_num))
+            report.skipped.append(Skip(source, f"CSV error after line {reader.line_num} ({e}); the rest of the file "
+                                               "is skipped"))
             return
         record: dict[str, object] = {(k or "").strip().lower(): v if isinstance(v, str) else ""
                                      for k, v in row.items()}

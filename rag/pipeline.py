@@ -175,7 +175,9 @@ class Assistant:
             pieces: list[str] = []
             first: float | None = None
             t = time.perf_counter()
-            for piece in generator.stream(budget.messages, budget.max_tokens, gen.temperature):
+            # A blank line ends the answer: past it a small model starts lists and explanations it makes up.
+            for piece in generator.stream(budget.messages, budget.max_tokens, gen.temperature,
+                                          stop=None if summary else ["\n\n"]):
                 if first is None:
                     first = time.perf_counter()
                     timings["first_token_ms"] = (first - t0) * 1000
@@ -221,7 +223,7 @@ class Assistant:
         if not any(c.supported for c in checks):
             # The model's sentences are discarded, so their checks would describe text the user never sees.
             return A.extractive(blocks), "extractive", [], dropped
-        return text, "generated", checks, dropped
+        return A.with_quote(text, blocks), "generated", checks, dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,
                  notices: list[str]) -> Answer:

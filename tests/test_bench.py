@@ -25,7 +25,8 @@ def test_synthetic_corpus_is_deterministic_and_unique(tmp_path: Path) -> None:
 def test_bench_smoke_on_fakes(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data", **{"retrieval.min_similarity": 0.0})
     embedder = HashEmbedder()
-    plan = cli.Plan(sizes=[38, 60], repeats=2, approx_above=50, workers=False, sweep=False)
+    plan = cli.Plan(sizes=[38, 60], repeats=2, approx_above=50, workers=False, sweep=False,
+                    ceiling_mb=8)
     res = cli.run(plan, settings, embedder, generator=ScriptedGenerator(),
                   make_embedder=lambda batch: HashEmbedder(), command="python -m rag bench (test)")
     assert {"machine", "ceilings", "ingest", "retrieval", "hnsw", "embed", "generation", "end_to_end"} <= set(res)
@@ -49,3 +50,4 @@ def test_bench_smoke_on_fakes(tmp_path: Path) -> None:
     written = cli.write(res, tmp_path / "results")
     assert json.loads(written.read_text())["command"] == "python -m rag bench (test)"
     assert (tmp_path / "results" / "latest.md").is_file()
+    print(md)
