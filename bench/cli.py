@@ -85,16 +85,6 @@ def corpus_for(settings: Settings, n: int, seeds_size: int) -> Path:
     return corpus_file(n, settings.paths.seeds_dir, settings.paths.data_dir / "bench" / "corpora")
 
 
-def model_path(name: str, settings: Settings) -> Path:
-    from rag.generate import default_model_path, gemma_model_path
-
-    if name == "smollm2":
-        return default_model_path()
-    if name == "gemma3":
-        return gemma_model_path(settings.paths.models_dir)
-    return Path(name).expanduser()
-
-
 def _ingest(plan: Plan, settings: Settings, embedder: Embedder, n: int, seeds_size: int) -> dict[str, Any]:
     from .ingest import ingest_figures
 
@@ -153,7 +143,10 @@ def run(plan: Plan, settings: Settings, embedder: Embedder, generator: Generator
                                    qs[0], repeats=max(1, plan.repeats // 2))
     small = size_settings(settings, min(built)) if built else None
     if section("generation") and small is not None:
-        res["generation"] = _generation(plan, settings, small, embedder, generator, qs, res["ceilings"])
+        from .generation import generation
+
+        res["generation"] = generation(plan.models, plan.sweep, plan.repeats, settings, small, embedder, generator,
+                                       qs, res["ceilings"])
     if section("e2e") and small is not None:
         res["end_to_end"] = {}
         for n in built[:2]:
@@ -176,50 +169,6 @@ def _chunk_texts(settings: Settings, n: int, embedder: Embedder, limit: int = 51
     if not IndexPaths.of(s).catalog.exists():
         return ["probe"]
     return [text for _, _, text in open_store(s, embedder, create=False).all_chunks()[:limit]]
-
-
-def _generation(plan: Plan, settings: Settings, small: Settings, embedder: Embedder, generator: Generator | None,
-                qs: list[str], ceilings: dict[str, Any]) -> dict[str, Any]:
-    from . import e2e
-
-    if generator is not None:  # fakes: the protocol-level figures only
-        prompts = e2e.capture_prompts(small, embedder, generator, qs)
-        return {"models": {generator.name: {"stream": e2e.stream_figures(generator, prompts, repeats=plan.repeats)}}}
-    from rag.generate import LlamaGenerator, physical_cores
-
-    from . import llm
-
-    out: dict[str, Any] = {"models": {}}
-    cores = physical_cores()
-    for name in plan.models:
-        path = model_path(name, settings)
-        shipped = LlamaGenerator(replace(settings.generation, model_path=str(path)))
-        prompts = e2e.capture_prompts(small, embedder, shipped, qs)
-        g: dict[str, Any] = {"path": str(path), "stream": e2e.stream_figures(shipped, prompts, repeats=plan.repeats),
-                             "runs": {}}
-        del shipped
-        variants = [("", path)]
-        q8, q_seconds, made = llm.requantize(path, settings.paths.data_dir / "bench" / "models", threads=cores)
-        g["q8_0"] = {"path": str(q8), "seconds": round(q_seconds, 1), "made_now": made}
-        variants.append(("Q8_0 ", q8))
-        for label, p in variants:
-            configs = {f"{label}shipped (fa off, {cores} threads, batch 512)": (False, cores, 512)}
-            if plan.sweep and name == plan.models[0]:  # the default model's targets are what the sweep serves
-                rows = llm.sweep(p, prompts, repeats=2)
-                g[f"{label}sweep"] = rows
-                w = llm.best(rows)
-                configs[f"{label}best (fa {'on' if w['flash_attn'] else 'off'}, {w['n_threads']} threads, "
-                        f"batch {w['n_batch']})"] = (w["flash_attn"], w["n_threads"], w["n_batch"])
-            for key, (fa, nt, nb) in configs.items():
-                model = llm.load(p, nt, nb, fa)
-                f = llm.figures(model, prompts, repeats=min(3, plan.repeats))
-                info = llm.info(model, p)
-                f["ceilings"] = llm.ceilings(info, f, ceilings["copy_gbs"]["best"], ceilings["gemm_gflops"])
-                f["model"] = info
-                g["runs"][key] = f
-                model.close()
-        out["models"][path.name] = g
-    return out
 
 
 def _worker(argv: list[str]) -> int:

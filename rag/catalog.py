@@ -39,6 +39,10 @@ class Catalog:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), timeout=5.0, check_same_thread=False)
             self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            hint = "" if isinstance(e, sqlite3.OperationalError) else (
+                "; it is damaged: rebuild the index with `python -m rag ingest --rebuild`")
+            raise StoreError(f"{path}: cannot open the paper catalog ({e}){hint}") from None
         except (sqlite3.Error, OSError) as e:
             raise StoreError(f"{path}: cannot open the paper catalog ({e})") from None
 
@@ -111,6 +115,13 @@ class Catalog:
     def set_meta(self, key: str, value: str) -> None:
         with self._db:
             self._db.execute("insert or replace into meta values (?, ?)", (key, value))
+
+
+def check_unlocked(folder: Path) -> None:
+    """Raise StoreLockedError now if another process is writing, e.g. before loading a model for minutes only to
+    find the store busy. Advisory: the writer still takes `writer_lock`, which is what guarantees one writer."""
+    with writer_lock(folder):
+        pass
 
 
 @contextlib.contextmanager

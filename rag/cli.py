@@ -119,6 +119,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({
             "papers": summary.papers, "chunks": summary.chunks, "added": summary.added, "removed": summary.removed,
             "unchanged_files": summary.unchanged_files, "embedded_chunks": summary.embedded_chunks,
+            "refreshed": summary.refreshed, "repaired": summary.repaired, "failed_batches": summary.failed_batches,
             "files": summary.files, "skipped": [str(s) for s in summary.skipped],
             "notes": [str(s) for s in summary.notes], "seconds": round(summary.seconds, 2),
             "collection": summary.collection,
@@ -131,6 +132,9 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  skipped {s}")
         for s in summary.notes:
             print(f"  note    {s}")
+    if summary.failed_batches:
+        print(f"error: {summary.failed_batches} batch(es) failed to store; rerun ingest to retry them", file=sys.stderr)
+        return 2
     return 0
 
 

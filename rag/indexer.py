@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalog import Catalog, writer_lock
+from .catalog import check_unlocked as catalog_check_unlocked
 from .chunk import chunk_paper, embed_text
 from .config import Settings
 from .embed import Embedder
 from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
-from .records import Chunk, IngestError, Paper
+from .records import Chunk, IngestError, Paper, StoreLockedError
 from .store import ChunkStore, drop_collection
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,12 @@ class IndexPaths:
     def lock_folder(self) -> Path:
         """The data folder: its Chroma folder holds every index, so one writer at a time for all of them."""
         return self.chroma.parent
+
+
+def check_unlocked(settings: Settings) -> None:
+    """Fail fast (StoreLockedError) if another process is writing this data folder: call it before loading the
+    embedder, so a second `ingest` says so in a second instead of after the model has loaded."""
+    catalog_check_unlocked(IndexPaths.of(settings).lock_folder)
 
 
 def open_store(settings: Settings, embedder: Embedder, create: bool = True) -> ChunkStore:
@@ -155,6 +162,7 @@ class _Run:
         self.stored = catalog.ids()  # committed to the catalog
         self.seen: dict[str, str | None] = {}  # paper id -> where this run met it first ("a.txt#3"); None: in an
         # unchanged file, not parsed (the catalog knows where)
+        self.refreshed: list[Paper] = []  # records to rewrite before the file's manifest row (one transaction)
         self.changed = False
 
     def file(self, path: Path, root: Path, source: str, vanished: set[str]) -> None:
@@ -173,6 +181,7 @@ class _Run:
             return
         ids: list[str] = []
         batch: list[Paper] = []
+        self.refreshed = []
         try:
             for paper in read_papers(path, self.report, source=source):
                 ids.append(paper.paper_id)
@@ -197,6 +206,8 @@ class _Run:
             self.report.skipped.append(Skip(source, str(e)))
             self.summary.failed_batches += 1
             return  # no manifest row: the next run reads the file again and embeds what is missing
+        if self.refreshed:
+            self.catalog.put_papers(self.refreshed)
         old_ids = set(entry[1]) if entry else set()
         if old_ids - set(ids):  # an edited file: papers no longer in it go, unless another file has them
             self.remove(old_ids - set(ids) - _ids_elsewhere(self.catalog, source))
@@ -223,9 +234,11 @@ class _Run:
         self.changed = True
         if old.title != paper.title:
             return True
-        # Moved to another file or position: chunk metadata first, then the record (a crash in between is redone).
-        self.store.set_metadata(paper.paper_id, {"source": paper.source, "has_code": paper.has_code})
-        self.catalog.put_papers([paper])
+        # Moved to another file or position: chunk metadata now, the record before the manifest row (a crash in
+        # between leaves the row old, so the next run does it again).
+        if (old.source, old.has_code) != (paper.source, paper.has_code):
+            self.store.set_metadata(paper.paper_id, {"source": paper.source, "has_code": paper.has_code})
+        self.refreshed.append(paper)
         return False
 
     def _commit(self, batch: list[Paper], source: str, read: int) -> None:
@@ -235,8 +248,8 @@ class _Run:
             for p in batch:
                 self.seen.pop(p.paper_id, None)
             raise _BatchFailed(
-                f"storing papers {read - len(batch) + 1}-{read} failed ({type(e).__name__}: {e}); papers before "
-                "them are stored, the rest are retried on the next run"
+                f"storing {len(batch)} papers (read up to #{read} of the file) failed ({type(e).__name__}: {e}); "
+                "the papers before them are stored, the rest are retried on the next run"
             ) from e
         new = [p for p in batch if p.paper_id not in self.stored]
         self.stored.update(p.paper_id for p in batch)
@@ -336,10 +349,26 @@ def _ids_elsewhere(catalog: Catalog, source: str) -> set[str]:
     return {i for s, (ids, _) in catalog.files().items() if s != source for i in ids}
 
 
-def rebuild_lexical(store: ChunkStore, catalog: Catalog, folder: Path) -> LexicalIndex:
+def rebuild_lexical(store: ChunkStore, catalog: Catalog, folder: Path | None) -> LexicalIndex:
+    """BM25 over every stored chunk, saved to `folder` (None: kept in memory only)."""
     chunks = store.all_chunks()
     papers = catalog.get_many(pid for _, pid, _ in chunks)
     docs = [(cid, pid, embed_text(papers[pid].title if pid in papers else "", text)) for cid, pid, text in chunks]
     index = LexicalIndex.build(docs)
-    index.save(folder)
+    if folder is not None:
+        index.save(folder)
     return index
+
+
+def lexical_for_reading(settings: Settings, store: ChunkStore, catalog: Catalog) -> LexicalIndex:
+    """For the app: the saved BM25 index, or one rebuilt from the store when it is missing or stale, saved only
+    if no other process is writing the data folder (the app never writes while `ingest` does)."""
+    ip = IndexPaths.of(settings)
+    lexical = LexicalIndex.load(ip.lexical)
+    if lexical is not None and len(lexical) == store.count():
+        return lexical
+    try:
+        with writer_lock(ip.lock_folder):
+            return rebuild_lexical(store, catalog, ip.lexical)
+    except StoreLockedError:
+        return rebuild_lexical(store, catalog, None)

@@ -22,8 +22,15 @@ from .config import Settings
 from .embed import Embedder, SentenceTransformerEmbedder
 from .evidence import SentenceScorer, best_sentence_score, select_evidence
 from .generate import Generator, LlamaGenerator, Message
-from .indexer import IndexPaths, IngestSummary, build_index, open_store, rebuild_lexical
-from .lexical import LexicalIndex
+from .indexer import (
+    IndexPaths,
+    IngestSummary,
+    Progress,
+    build_index,
+    check_unlocked,
+    lexical_for_reading,
+    open_store,
+)
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Hit, RagError, StoreError
 from .retrieve import Filters, Retrieved, Retriever
@@ -78,12 +85,9 @@ class Assistant:
             ip = IndexPaths.of(self.settings)
             if not ip.catalog.exists():
                 raise StoreError(f"{self.settings.paths.data_dir}: no index yet; run `python -m rag ingest` first")
-            store = open_store(self.settings, self.embedder, create=False) if ip.catalog.exists() else None
-            assert store is not None
+            store = open_store(self.settings, self.embedder, create=False)
             catalog = Catalog(ip.catalog)
-            lexical = LexicalIndex.load(ip.lexical)
-            if lexical is None or len(lexical) != store.count():
-                lexical = rebuild_lexical(store, catalog, ip.lexical)
+            lexical = lexical_for_reading(self.settings, store, catalog)
             self._retriever = Retriever(self.embedder, store, lexical, catalog, self.settings.retrieval)
             self._scorer = SentenceScorer(self.embedder)
         return self._retriever
@@ -235,18 +239,12 @@ class Assistant:
 
 
 def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Path] | None = None,
-           keep_removed: bool = False, rebuild: bool = False, progress=None) -> IngestSummary:  # type: ignore[no-untyped-def]
-    """build_index with the real embedder by default; `rebuild` drops the collection first."""
-    from .store import drop_collection
-
+           keep_removed: bool = False, rebuild: bool = False, progress: Progress | None = None) -> IngestSummary:
+    """build_index with the real embedder by default. A second writer fails before any model loads."""
+    check_unlocked(settings)
     embedder = embedder or SentenceTransformerEmbedder(settings.embedding)
-    if rebuild:
-        ip = IndexPaths.of(settings)
-        drop_collection(ip.chroma, ip.collection, settings.retrieval.chroma_url)
-        import shutil
-
-        shutil.rmtree(ip.folder, ignore_errors=True)
-    return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, progress=progress)
+    return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
+                       progress=progress)
 
 
 def with_model(settings: Settings, model_path: str) -> Settings:

@@ -3,7 +3,8 @@ and ingested again. The file gets one clear line (a skip with its reason, or a n
 repair such as decoding cp1252), the run goes on, and every paper and chunk stored before is still there, unchanged.
 
 Then Hypothesis properties of the parser and chunker: nothing but the project's IngestError escapes, no empty
-chunk, every embedded text within the embedder's limit, and the same input always gives the same output.
+chunk, every embedded text within the embedder's limit, and the same input always gives the same output. (No
+example database: tests write nothing into the working directory.)
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ def _png() -> bytes:
 
 
 def _write(name: str, data: bytes) -> Callable[[Path], None]:
-    return lambda folder: (folder / name).write_bytes(data)
+    def make(folder: Path) -> None:
+        (folder / name).write_bytes(data)
+
+    return make
 
 
 def _big(name: str, line: bytes, size: int) -> Callable[[Path], None]:
@@ -88,8 +92,8 @@ def _invalid_utf8(folder: Path) -> None:
     (folder / "broken.txt").write_bytes("Venue\n\ncafé ".encode() + b"\xc3\x28 " + ABSTRACT.encode())
 
 
-# name -> (make the file(s), the line expected in skipped, or None when the file is ingested)
-CASES: dict[str, tuple[Callable[[Path], None], str | None]] = {
+# name -> (make the file(s), how the line in `skipped` starts)
+CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     "empty file": (_write("empty.txt", b""), "empty.txt: empty file"),
     "whitespace only": (_write("blank.txt", b"  \n\n\t \r\n"), "blank.txt: whitespace only"),
     "NUL bytes": (_write("nul.txt", b"Venue\n\nabc\x00def " * 20), "nul.txt: binary file"),
@@ -117,7 +121,7 @@ CASES: dict[str, tuple[Callable[[Path], None], str | None]] = {
                                        "wide.csv: CSV error after line 1"),
 }
 
-# name -> (file name, bytes, what its abstract must read after decoding, the expected note)
+# name -> (file name, bytes, the note expected; "" for none). Each abstract must read right once decoded.
 ENCODED: dict[str, tuple[str, bytes, str]] = {
     "cp1252": ("win.txt", ("Venue\n\n" + ABSTRACT).encode("cp1252"), "decoded as cp1252"),
     "latin-1": ("latin.txt", ("Venue\n\n" + ABSTRACT.replace("“", '"').replace("”", '"').replace("—", "-")
@@ -243,20 +247,20 @@ _record = st.dictionaries(st.sampled_from(["abstract", "summary", "text", "title
                                            "venue", "junk"]), _json_value(), max_size=6)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=4000), st.sampled_from(SUFFIXES))
 def test_parser_on_arbitrary_bytes(scratch: Path, data: bytes, suffix: str) -> None:
     assert _parse_bytes(scratch, data, suffix) == _parse_bytes(scratch, data, suffix)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=3000), st.sampled_from(SUFFIXES), st.sampled_from(["utf-8", "utf-16", "cp1252", "latin-1"]))
 def test_parser_on_arbitrary_text_in_any_encoding(scratch: Path, text: str, suffix: str, encoding: str) -> None:
     data = text.encode(encoding, errors="replace")
     assert _parse_bytes(scratch, data, suffix) == _parse_bytes(scratch, data, suffix)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(_record, _json_value()), max_size=6), st.sampled_from([".jsonl", ".csv"]))
 def test_parser_on_arbitrary_records(scratch: Path, records: list[Any], suffix: str) -> None:
     if suffix == ".jsonl":
@@ -269,7 +273,7 @@ def test_parser_on_arbitrary_records(scratch: Path, records: list[Any], suffix: 
     assert _parse_bytes(scratch, data, suffix) == _parse_bytes(scratch, data, suffix)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1, max_size=4000), st.text(max_size=600), st.integers(16, 256), st.integers(0, 3))
 def test_chunks_are_never_empty_always_fit_and_are_deterministic(scratch: Path, abstract: str, title: str,
                                                                  max_tokens: int, overlap: int) -> None:

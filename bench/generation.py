@@ -1,0 +1,68 @@
+"""Generation section of the bench: the pipeline's real prompts through each GGUF, as shipped and tuned.
+
+For every model: TTFT and pieces/s through `rag.generate.LlamaGenerator` exactly as the pipeline uses it; then
+llama.cpp-level figures (bench/llm.py) for the shipped configuration, and for the first model a flash_attn /
+n_threads / n_batch sweep whose winner is measured in full; the same for a Q8_0 copy made once with llama.cpp's
+quantize API. A fake generator (tests) gets only the protocol-level figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rag.config import Settings
+from rag.embed import Embedder
+from rag.generate import Generator, LlamaGenerator, default_model_path, gemma_model_path, physical_cores
+
+from . import e2e, llm
+
+
+def model_path(name: str, settings: Settings) -> Path:
+    """'smollm2' (the default GGUF), 'gemma3' (assembled once into the models folder) or a path."""
+    if name == "smollm2":
+        return default_model_path()
+    if name == "gemma3":
+        return gemma_model_path(settings.paths.models_dir)
+    return Path(name).expanduser()
+
+
+def generation(models: list[str], sweep: bool, repeats: int, settings: Settings, small: Settings,
+               embedder: Embedder, generator: Generator | None, qs: list[str],
+               ceilings: dict[str, Any]) -> dict[str, Any]:
+    """Figures per model (and its Q8_0 copy); `small` is the index the pipeline's prompts are captured from."""
+    if generator is not None:  # fakes: the protocol-level figures only
+        prompts = e2e.capture_prompts(small, embedder, generator, qs)
+        return {"models": {generator.name: {"stream": e2e.stream_figures(generator, prompts, repeats=repeats)}}}
+    out: dict[str, Any] = {"models": {}}
+    cores = physical_cores()
+    for name in models:
+        path = model_path(name, settings)
+        shipped = LlamaGenerator(replace(settings.generation, model_path=str(path)))
+        prompts = e2e.capture_prompts(small, embedder, shipped, qs)
+        g: dict[str, Any] = {"path": str(path), "stream": e2e.stream_figures(shipped, prompts, repeats=repeats),
+                             "runs": {}}
+        del shipped
+        variants = [("", path)]
+        q8, q_seconds, made = llm.requantize(path, settings.paths.data_dir / "bench" / "models", threads=cores)
+        g["q8_0"] = {"path": str(q8), "seconds": round(q_seconds, 1), "made_now": made}
+        variants.append(("Q8_0 ", q8))
+        for label, p in variants:
+            configs = {f"{label}shipped (fa off, {cores} threads, batch 512)": (False, cores, 512)}
+            if sweep and name == models[0]:  # the default model's targets are what the sweep serves
+                rows = llm.sweep(p, prompts, repeats=2)
+                g[f"{label}sweep"] = rows
+                w = llm.best(rows)
+                configs[f"{label}best (fa {'on' if w['flash_attn'] else 'off'}, {w['n_threads']} threads, "
+                        f"batch {w['n_batch']})"] = (w["flash_attn"], w["n_threads"], w["n_batch"])
+            for key, (fa, nt, nb) in configs.items():
+                model = llm.load(p, nt, nb, fa)
+                f = llm.figures(model, prompts, repeats=min(3, repeats))
+                info = llm.info(model, p)
+                f["ceilings"] = llm.ceilings(info, f, ceilings["copy_gbs"]["best"], ceilings["gemm_gflops"])
+                f["model"] = info
+                g["runs"][key] = f
+                model.close()
+        out["models"][path.name] = g
+    return out
