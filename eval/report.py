@@ -228,7 +228,9 @@ def models_table(runs: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """Side by side: one column per model run."""
     heads = [_headline(s) for _, s in runs]
     keys = [k for k in heads[0] if not k.startswith(("dense", "bm25"))]
-    return table(["metric", *[name for name, _ in runs]], [[k, *[h.get(k) for h in heads]] for k in keys])
+    stamp = [["model file", *[s["meta"].get("model") for _, s in runs]],
+             ["model sha256", *[s["meta"].get("model_sha256") for _, s in runs]]]
+    return table(["metric", *[name for name, _ in runs]], [*stamp, *[[k, *[h.get(k) for h in heads]] for k in keys]])
 
 
 def compare_runs(a: tuple[dict[str, Any], list[dict[str, Any]]], b: tuple[dict[str, Any], list[dict[str, Any]]],

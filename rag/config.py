@@ -81,6 +81,8 @@ class Generation:
                                  "default before it is loaded in the app (0 = no probe)", 60.0)
     sentences_per_paper: int = _desc("evidence sentences given to the model per retrieved paper", 3)
     evidence_papers: int = _desc("retrieved papers whose evidence goes into the prompt", 3)
+    history_turns: int = _desc("earlier question/answer pairs shown to the model (follow-ups are condensed for "
+                               "retrieval either way; a 135M model answers follow-ups better without them)", 0)
     remote_url: str = _desc("an OpenAI-compatible server (http://gpu-box:8000) used instead of the local GGUF, e.g. "
                             "`python -m llama_cpp.server --model big.gguf`; empty = run the GGUF in-process", "")
     remote_model: str = _desc("model name sent to the remote server (empty = the server's first model)", "")

@@ -172,7 +172,10 @@ class Assistant:
                                      per_paper=1 if summary else gen.sentences_per_paper,
                                      margin=0.2)
             generator = self.generator
-            budget = A.fit_budget(generator, self.prompts, blocks, question, history, gen.max_tokens,
+            shown = history[-2 * gen.history_turns:] if gen.history_turns > 0 else []
+            # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).
+            asked = question if shown or searched == question else searched
+            budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, gen.max_tokens,
                                   template="summary" if summary else "user")
             timings["prompt_ms"] = (time.perf_counter() - t) * 1000
             timings["prompt_tokens"] = budget.prompt_tokens
