@@ -5,9 +5,10 @@ the page through render's escaping. Named API endpoints for clients: `/chat` (qu
 `/search` (question -> hits JSON). Library errors become a friendly line; nothing shows a traceback or a path.
 
 Why the answer stream runs in its own thread: Gradio advances a sync generator with `next()` on whichever pool
-thread is free, but `Assistant.stream` holds the compute RLock (and llama.cpp's lock) across its yields, and an
-RLock must be released by the thread that took it. So one worker thread drives the pipeline's generator from
-start to end and hands events over a queue. Importing this module loads no model; `serve` does, at start-up.
+thread is free, while `Assistant.stream` holds the compute lock (and llama.cpp's) across its yields. One worker
+thread drives the pipeline's generator from start to end and hands events over a queue, so a stream's locks are
+taken and released by one thread and a page that goes away stops the generation.
+Importing this module loads no model; `serve` does, at start-up.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ EXAMPLES = [
 MAX_LIBRARY_ROWS = 500  # a 10k-paper table is unusable in a browser anyway: refine the filter instead
 ALL_SOURCES = "All sources"
 MODEL = "model"  # concurrency group of every event that computes with the embedder or the LLM
+# Serialises whole answers (the per-request settings swap included). Not `assistant.compute`, which the
+# pipeline takes itself: a plain Lock taken twice by one thread would deadlock.
+ANSWER_LOCK = threading.Lock()
 _LINKED = re.compile(r'<a class="cite" href="#cite-(\d+)">\[\d+\]</a>')
 
 
@@ -70,7 +74,7 @@ def stream_in_thread(assistant: Assistant, settings: Settings, question: str, hi
 
     def work() -> None:
         try:
-            with assistant.compute:  # settings swap and answer are one atomic step; other requests wait here
+            with ANSWER_LOCK:  # settings swap and answer are one atomic step; other requests wait here
                 saved, assistant.settings = assistant.settings, settings
                 try:
                     gen = assistant.stream(question, history, filters)
@@ -198,7 +202,7 @@ class Handlers:
         if not (question or "").strip():
             raise gr.Error("Ask a question.")
         try:
-            with self.assistant.compute:
+            with ANSWER_LOCK:
                 return self.assistant.ask(question.strip()).to_dict()
         except Exception as e:
             log.exception("chat api failed")
