@@ -132,3 +132,26 @@ def test_safe_url() -> None:
     assert R.safe_url("https://x.org/a?b=1&c=2") == "https://x.org/a?b=1&amp;c=2"
     for bad in ("javascript:alert(1)", "data:text/html,x", "//evil", "http:/x", " vbscript:x"):
         assert R.safe_url(bad) is None
+
+
+def test_evaluation_tab_reads_the_latest_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import os
+
+    from ui import evaluation
+
+    assert evaluation.load(tmp_path)[0].startswith("No evaluation run yet")
+    old, new = tmp_path / "old", tmp_path / "new"
+    for run, kind in ((old, "full"), (new, "retrieval-only")):
+        run.mkdir()
+        (run / "summary.json").write_text(json.dumps({"kind": kind}))
+        (run / "report.md").write_text(f"# {run.name}\n![plot](x.png)\n")
+    os.utime(old / "summary.json", (1, 1))
+    (old / "questions.jsonl").write_text(json.dumps({
+        "id": "f001", "kind": "factoid", "question": "Q?", "answer": "A [1]", "citations": [{"n": 1, "paper_id": "ab"}],
+        "metrics": {"correct": 1.0}}) + "\n")
+    assert evaluation.latest_run(tmp_path) == old  # a full run wins over a newer retrieval-only one
+    summary, comparison, rows, *images = evaluation.load(tmp_path)
+    assert "# old" in summary and "![plot]" not in summary
+    assert rows == [["f001", "factoid", "Q?", "A [1]", "1:ab", "pass"]]
+    assert "No model comparison" in comparison and images == [None] * 4

@@ -33,6 +33,7 @@ from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in
 from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError  # noqa: E402
 from rag.retrieve import Filters  # noqa: E402
 
+from . import evaluation  # noqa: E402
 from . import render as R  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -323,6 +324,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                                      interactive=False, wrap=True, max_height=420, elem_id="library")
                 about = gr.Button("Ask about this paper")
                 card = gr.HTML(R.message("Select a paper to open its card."))
+            eval_outputs = evaluation.tab()
         with gr.Accordion("Settings", open=False):
             with gr.Row():
                 model_pick = gr.Dropdown(list(h.models), value=h.model_label, label="Model (shared by all users)")
@@ -339,6 +341,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         # Registered first so they get the plain names /chat and /search.
         gr.api(h.chat_api, api_name="chat", concurrency_id=MODEL, concurrency_limit=1)
         gr.api(h.search_api, api_name="search", concurrency_id=MODEL, concurrency_limit=1)
+        app.load(evaluation.load, None, eval_outputs, api_visibility="private")
         chat_in = [msg, turns, scope, top_k, temperature, max_tokens, only]
         chat_out = [chatbot, panel, turns, msg]
         for trigger in (msg.submit, ask.click):
