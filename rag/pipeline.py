@@ -71,7 +71,12 @@ class Assistant:
     @property
     def generator(self) -> Generator:
         if self._generator is None:
-            self._generator = LlamaGenerator(self.settings.generation)
+            if self.settings.generation.remote_url:  # an OpenAI-compatible server instead of the local GGUF
+                from .remote import RemoteGenerator
+
+                self._generator = RemoteGenerator(self.settings.generation)
+            else:
+                self._generator = LlamaGenerator(self.settings.generation)
         return self._generator
 
     def use_generator(self, generator: Generator) -> None:
