@@ -18,6 +18,7 @@ from pathlib import Path
 from .text import tokens
 
 log = logging.getLogger(__name__)
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG on its own handler
 
 
 class LexicalIndex:
