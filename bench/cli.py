@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -31,6 +32,8 @@ from rag.generate import Generator
 
 from . import measure, report
 
+log = logging.getLogger(__name__)
+
 EPILOG = """examples:
   python -m rag bench                                  # seeds + 10,000 papers, every section
   python -m rag bench --sizes 38 10000 100000          # adds 100,000 (built with approximate vectors)
@@ -46,6 +49,8 @@ class Plan:
     only: set[str] = field(default_factory=lambda: set(SECTIONS))
     approx_above: int = 10000
     fresh: bool = False
+    out: Path | None = None  # where partial.json is rewritten after every section (a killed run keeps its figures)
+    replicate: bool = False  # sizes above approx_above: copy a smaller built index (bench/scale.py), no ingest
     sweep: bool = True
     workers: bool = True  # ingest and start-up in fresh processes (off in the smoke test)
     ceiling_mb: int = 256  # buffer copied for the bandwidth ceiling (the smoke test uses a small one)
@@ -64,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--approx-above", type=int, default=10000,
                    help="sizes above this are built with approximate vectors (default 10000)")
     p.add_argument("--fresh", action="store_true", help="rebuild cached indexes (ingest figures are re-measured)")
+    p.add_argument("--replicate", action="store_true",
+                   help="build sizes above --approx-above as noisy copies of the largest smaller built index "
+                        "(minutes instead of an hour; labelled 'replicated'; see bench/scale.py)")
     p.add_argument("--no-sweep", action="store_true", help="skip the flash_attn / n_threads / n_batch sweep")
     p.add_argument("--data-dir", help="where corpora and bench indexes go (<data-dir>/bench; default ./.rag)")
     p.add_argument("--config", help="a TOML settings file")
@@ -93,8 +101,16 @@ def _ingest(plan: Plan, settings: Settings, embedder: Embedder, n: int, seeds_si
     if cached.is_file() and not plan.fresh:
         return {**json.loads(cached.read_text()), "cached": True}
     shutil.rmtree(s.paths.data_dir, ignore_errors=True)
-    corpus = corpus_for(settings, n, seeds_size)
     approx = n > plan.approx_above
+    smaller = [m for m in plan.sizes if m < n and (size_settings(settings, m).paths.data_dir / "ingest.json").is_file()]
+    if approx and plan.replicate and smaller and n % max(smaller) == 0:
+        from .scale import replicate
+
+        figures = replicate(size_settings(settings, max(smaller)), s, embedder, factor=n // max(smaller))
+        s.paths.data_dir.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(figures))
+        return figures
+    corpus = corpus_for(settings, n, seeds_size)
     if plan.workers:
         cmd = [sys.executable, "-m", "bench.cli", "_ingest", "--data-dir", str(s.paths.data_dir),
                "--corpus", str(corpus), *(["--approx"] if approx else [])]
@@ -124,7 +140,12 @@ def run(plan: Plan, settings: Settings, embedder: Embedder, generator: Generator
     sizes = sorted(set(plan.sizes))
 
     def section(name: str) -> bool:
+        if plan.out is not None:
+            plan.out.mkdir(parents=True, exist_ok=True)
+            (plan.out / "partial.json").write_text(json.dumps(res, indent=1))
         res["load_average"][name] = round(os.getloadavg()[0], 2)
+        if name in plan.only:
+            log.info("bench: %s (load average %.1f)", name, os.getloadavg()[0])
         return name in plan.only
 
     if section("ingest"):
@@ -213,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["_ingest"], ["_ready"]):
         return _worker(argv)
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     from rag.records import RagError
 
     try:
@@ -222,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         if only - set(SECTIONS):
             raise RagError(f"--only: unknown section(s) {', '.join(sorted(only - set(SECTIONS)))}")
         plan = Plan(sizes=args.sizes, repeats=args.repeats, models=args.models, only=only,
-                    approx_above=args.approx_above, fresh=args.fresh, sweep=not args.no_sweep)
+                    approx_above=args.approx_above, fresh=args.fresh, sweep=not args.no_sweep,
+                    replicate=args.replicate, out=args.out)
         from rag.embed import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder(settings.embedding)

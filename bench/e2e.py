@@ -78,13 +78,22 @@ def capture_prompts(settings: Settings, embedder: Embedder, generator: Generator
 
 def stream_figures(generator: Generator, prompts: dict[str, list[Message]], max_tokens: int = 64,
                    repeats: int = 3) -> dict[str, Any]:
-    """TTFT and pieces/s through the Generator protocol (what the pipeline sees), for any generator."""
+    """TTFT and pieces/s through the Generator protocol (what the pipeline sees), for any generator.
+
+    A generator may cache the previous prompt (llama.cpp does), so each timed prompt follows what would precede
+    it in use: "cold" and "cold_single" follow a one-word chat (as after `Assistant.warm()`: nothing of the prompt
+    is cached), "other" and "followup_pipeline" follow the "cold" question.
+    """
+    flush: list[Message] = [{"role": "user", "content": "Hi"}]
+    before = {"cold": flush, "cold_single": flush, "other": prompts["cold"], "followup_pipeline": prompts["cold"]}
     out: dict[str, Any] = {}
-    for key in ("cold", "cold_single", "other", "followup_pipeline"):
+    for key, prior in before.items():
         if key not in prompts:
             continue
         ttft, rate = [], []
         for _ in range(repeats):
+            for _piece in generator.stream(prior, 1, 0.0):
+                pass
             t = time.perf_counter()
             first = last = 0.0
             n = 0

@@ -8,6 +8,7 @@ quantize API. A fake generator (tests) gets only the protocol-level figures.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from rag.embed import Embedder
 from rag.generate import Generator, LlamaGenerator, default_model_path, gemma_model_path, physical_cores
 
 from . import e2e, llm
+
+log = logging.getLogger(__name__)
 
 
 def model_path(name: str, settings: Settings) -> Path:
@@ -51,12 +54,14 @@ def generation(models: list[str], sweep: bool, repeats: int, settings: Settings,
         for label, p in variants:
             configs = {f"{label}shipped (fa off, {cores} threads, batch 512)": (False, cores, 512)}
             if sweep and name == models[0]:  # the default model's targets are what the sweep serves
+                log.info("bench: sweeping %s", p.name)
                 rows = llm.sweep(p, prompts, repeats=2)
                 g[f"{label}sweep"] = rows
                 w = llm.best(rows)
                 configs[f"{label}best (fa {'on' if w['flash_attn'] else 'off'}, {w['n_threads']} threads, "
                         f"batch {w['n_batch']})"] = (w["flash_attn"], w["n_threads"], w["n_batch"])
             for key, (fa, nt, nb) in configs.items():
+                log.info("bench: generation %s %s", path.name, key)
                 model = llm.load(p, nt, nb, fa)
                 f = llm.figures(model, prompts, repeats=min(3, repeats))
                 info = llm.info(model, p)

@@ -32,8 +32,13 @@ def markdown(res: dict[str, Any]) -> str:
                                         "store papers/s (chunks/s)", "total papers/s", "peak RSS MB", "store MB"),
                 _row(*["---"] * 9)]
         for size, r in ingest.items():
-            if "error" in r:
-                out.append(_row(size, r["error"], *[""] * 7))
+            if "error" in r or "placeholder" in r:
+                out.append(_row(size, r.get("error") or r.get("placeholder"), *[""] * 7))
+                continue
+            if r.get("vectors") == "replicated":
+                out.append(_row(r["papers"], r["chunks"], f"replicated x{r['factor']}", "–", "–",
+                                f"(Chroma upsert {r['chroma_upsert_chunks_per_s']} chunks/s)", "–", r["peak_rss_mb"],
+                                round(r["store_mb"]["chroma"] + r["store_mb"]["index"], 1)))
                 continue
             out.append(_row(r["papers"], r["chunks"], "approx" if r["approx_vectors"] else "real",
                             r["parse"]["papers_per_s"], f"{r['embed']['papers_per_s']} ({r['embed']['chunks_per_s']})",

@@ -25,12 +25,12 @@ def test_synthetic_corpus_is_deterministic_and_unique(tmp_path: Path) -> None:
 def test_bench_smoke_on_fakes(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data", **{"retrieval.min_similarity": 0.0})
     embedder = HashEmbedder()
-    plan = cli.Plan(sizes=[38, 60], repeats=2, approx_above=50, workers=False, sweep=False,
+    plan = cli.Plan(sizes=[38, 60, 120], repeats=2, approx_above=50, workers=False, sweep=False, replicate=True,
                     ceiling_mb=8)
     res = cli.run(plan, settings, embedder, generator=ScriptedGenerator(),
                   make_embedder=lambda batch: HashEmbedder(), command="python -m rag bench (test)")
     assert {"machine", "ceilings", "ingest", "retrieval", "hnsw", "embed", "generation", "end_to_end"} <= set(res)
-    assert set(res["ingest"]) == {"38", "60"}
+    assert set(res["ingest"]) == {"38", "60", "120"}
     assert res["ingest"]["60"]["approx_vectors"] and not res["ingest"]["38"]["approx_vectors"]
     for size in ("38", "60"):
         ing = res["ingest"][size]
@@ -39,6 +39,9 @@ def test_bench_smoke_on_fakes(tmp_path: Path) -> None:
         assert {"embed_ms", "dense_ms", "bm25_ms", "fuse_ms", "retrieve_ms"} <= set(res["retrieval"][size])
         assert {"p50", "p95"} <= set(res["retrieval"][size]["dense_ms"])
     assert res["ingest"]["60"]["papers"] == 60
+    big = res["ingest"]["120"]  # two noisy copies of the 60-paper index, searched like any index
+    assert (big["vectors"], big["papers"], big["chunks"]) == ("replicated", 120, 2 * res["ingest"]["60"]["chunks"])
+    assert res["retrieval"]["120"]["papers"] == 120 and res["hnsw"]["papers"] == 120
     assert {"recall@10", "recall@40", "query_ms"} <= set(next(iter(res["hnsw"]["by_ef_search"].values())))
     assert "where_ms" in res["hnsw"]["filter"]
     stream = res["generation"]["models"]["scripted"]["stream"]
