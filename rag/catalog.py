@@ -127,9 +127,13 @@ def check_unlocked(folder: Path) -> None:
 @contextlib.contextmanager
 def writer_lock(folder: Path) -> Iterator[None]:
     """Hold the index's write lock, or raise StoreLockedError at once if another process holds it."""
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "write.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:  # e.g. a read-only or full disk: nothing can be written, so say so before trying
+        raise StoreError(f"{folder}: cannot write to the data folder ({e.strerror or e}); "
+                         "check its permissions and free space, or use another --data-dir") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
