@@ -10,8 +10,8 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False
 export TEST_ARTIFACTS=${TEST_ARTIFACTS:-$PWD/test-artifacts}
-.venv/bin/ruff check rag ui eval tests
-.venv/bin/mypy rag ui eval
+.venv/bin/ruff check rag ui eval bench tests
+.venv/bin/mypy rag ui eval bench
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?
