@@ -6,11 +6,17 @@ fails instead of hanging (and proves the suite runs offline).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shutil
 import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +97,58 @@ def corpus(tmp_path: Path) -> Path:
     dst = tmp_path / "corpus"
     shutil.copytree(SEEDS, dst)
     return dst
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def server_process(cmd: list[str], ready_url: str, log: Path, timeout: float) -> Iterator[None]:
+    """Run a server (Chroma, llama_cpp.server) until `ready_url` answers 200; fail with its log if it does not."""
+    import httpx
+
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{cmd[:3]} exited {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{cmd[:3]} did not answer in {timeout:.0f} s: {log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def running_app(seeded: Settings, max_tokens: int) -> Iterator[tuple[str, Any, Settings]]:
+    """(url, the app's Assistant, settings): the real app on a free 127.0.0.1 port over the seeded index."""
+    import ui.app as U
+    from rag.pipeline import Assistant, ingest
+
+    settings = replace(seeded, generation=replace(seeded.generation, max_tokens=max_tokens))
+    ingest(settings)  # idempotent: a no-op on the seeded index, a full ingest if run on its own
+    assistant = Assistant(settings)
+    assistant.warm()
+    app = U.build_app(assistant, settings)
+    port = free_port()
+    U.launch(app, settings, port=port, block=False)
+    try:
+        yield f"http://127.0.0.1:{port}/", assistant, settings
+    finally:
+        app.close()

@@ -7,16 +7,12 @@ vectors and must return identical rankings.
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import make_settings
+from conftest import free_port, make_settings, server_process
 from fakes import HashEmbedder, ScriptedGenerator
 
 from rag.pipeline import Assistant, ingest
@@ -41,35 +37,12 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     cli = _chroma_cli()
     if not cli:
         pytest.skip("the chroma CLI (from the chromadb package) is not installed")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     folder = tmp_path_factory.mktemp("chroma-server")
-    log = folder / "server.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([cli, "run", "--path", str(folder / "db"), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"chroma run exited {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/api/v2/heartbeat", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"chroma run did not answer in 60 s: {log.read_text()[-2000:]}")
-            time.sleep(0.3)
+    cmd = [cli, "run", "--path", str(folder / "db"), "--host", "127.0.0.1", "--port", str(port)]
+    with server_process(cmd, f"{url}/api/v2/heartbeat", folder / "server.log", timeout=60):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _hits(assistant: Assistant) -> list[list[tuple[str, float]]]:

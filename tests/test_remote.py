@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
+from conftest import free_port, server_process
 
 from rag.config import Generation, Settings
 from rag.records import ModelError
@@ -96,47 +95,19 @@ def test_no_models_listed_asks_for_remote_model() -> None:
 # --- slow: llama-cpp-python's own server ------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("sse_starlette", reason="llama-cpp-python[server] extras not installed")
     from rag.generate import default_model_path
 
-    port = _free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()),
-                                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-                                stdout=out, stderr=subprocess.STDOUT)
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not start in 120 s: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"]
+    with server_process(cmd, f"{url}/v1/models", tmp_path_factory.mktemp("llama-server") / "server.log", timeout=120):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
-@pytest.mark.slow
 def test_remote_generator_against_llama_cpp_server(llama_server: str) -> None:
     from rag.generate import LlamaGenerator
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import http.client
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import running_app
 
 from rag.config import Settings, load
 from rag.records import CANNOT_ANSWER, Answer, Citation, Hit, Paper, StoreError
@@ -168,29 +167,12 @@ def test_importing_the_app_loads_no_model() -> None:
 # --- slow: one real app for the rest of the module ----------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(seeded: Settings) -> Iterator[tuple[str, Settings]]:
     """The app on a free 127.0.0.1 port, over the session's seeded index (conftest), with its own Assistant."""
-    from rag.pipeline import Assistant, ingest
-
     # 64 tokens keep the eight-question test short; answers here are one or two sentences anyway.
-    settings = replace(seeded, generation=replace(seeded.generation, max_tokens=64))
-    ingest(settings)  # idempotent: a no-op on the seeded index, a full ingest if run on its own
-    assistant = Assistant(settings)
-    assistant.warm()
-    app = U.build_app(assistant, settings)
-    port = _free_port()
-    U.launch(app, settings, port=port, block=False)
-    try:
-        yield f"http://127.0.0.1:{port}/", settings
-    finally:
-        app.close()
+    with running_app(seeded, max_tokens=64) as (url, _, settings):
+        yield url, settings
 
 
 @pytest.fixture(scope="module")

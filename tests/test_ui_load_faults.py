@@ -9,7 +9,6 @@ after start) reach the client as one friendly line, with no traceback and no pat
 from __future__ import annotations
 
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import running_app
 
 from rag.config import Settings
 from rag.records import ModelError
@@ -45,28 +45,11 @@ SEARCH_QUERIES = [f"{topic} {n}" for n in range(10) for topic in
                    "code release")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(seeded: Settings) -> Iterator[tuple[str, Any, Settings]]:
     """(url, the app's Assistant, settings): the app over the session's seeded index, answers capped at 48 tokens."""
-    from rag.pipeline import Assistant, ingest
-
-    settings = replace(seeded, generation=replace(seeded.generation, max_tokens=48))
-    ingest(settings)  # idempotent: a no-op on the seeded index
-    assistant = Assistant(settings)
-    assistant.warm()
-    app = U.build_app(assistant, settings)
-    port = _free_port()
-    U.launch(app, settings, port=port, block=False)
-    try:
-        yield f"http://127.0.0.1:{port}/", assistant, settings
-    finally:
-        app.close()
+    with running_app(seeded, max_tokens=48) as served_app:
+        yield served_app
 
 
 @pytest.fixture(scope="module")
