@@ -194,20 +194,17 @@ def check_answer(text: str, blocks: list[Evidence], embedder: Embedder,
     return " ".join(out_sentences), checks
 
 
-def extractive(blocks: list[Evidence], max_sentences: int = 3) -> str:
-    """The best evidence sentences, quoted, each with its citation."""
+def ranked_sentences(blocks: list[Evidence]) -> list[tuple[int, str]]:
+    """Every evidence sentence as (source n, sentence), best scored first."""
     scored = [(score, b.n, s) for b in blocks for s, score in zip(b.sentences, b.sentence_scores)]
     scored.sort(key=lambda x: -x[0])
-    parts = [f"“{s}” [{n}]" for _, n, s in scored[:max_sentences]]
+    return [(n, s) for _, n, s in scored]
+
+
+def extractive(blocks: list[Evidence], max_sentences: int = 3) -> str:
+    """The best evidence sentences, quoted, each with its citation."""
+    parts = [f"“{s}” [{n}]" for n, s in ranked_sentences(blocks)[:max_sentences]]
     return QUOTED_PREFIX + " ".join(parts)
-
-
-def best_quote(blocks: list[Evidence]) -> tuple[int, str] | None:
-    scored = [(score, b.n, s) for b in blocks for s, score in zip(b.sentences, b.sentence_scores)]
-    if not scored:
-        return None
-    _, n, sentence = max(scored)
-    return n, sentence
 
 
 def with_quote(text: str, blocks: list[Evidence]) -> str:
@@ -216,10 +213,10 @@ def with_quote(text: str, blocks: list[Evidence]) -> str:
     The model phrases; the quote is what the answer rests on, verbatim, so a fact the evidence held is never lost
     by a paraphrase (a 135M model rounds, drops or invents numbers).
     """
-    best = best_quote(blocks)
-    if best is None:
+    ranked = ranked_sentences(blocks)
+    if not ranked:
         return text
-    n, sentence = best
+    n, sentence = ranked[0]
     have = set(tokens(text))
     need = set(tokens(sentence))
     numbers_kept = all(x in search_form(text) for x in _NUMBER.findall(search_form(sentence)))

@@ -78,6 +78,22 @@ class Catalog:
     def ids(self) -> set[str]:
         return {r[0] for r in self._db.execute("select paper_id from papers")}
 
+    def ids_where(self, sources: Iterable[str] = (), has_code: bool | None = None,
+                  paper_ids: Iterable[str] = ()) -> set[str]:
+        """Ids of the papers passing a filter, selected in SQL (no record is decoded)."""
+        clauses, args = [], []
+        sources, paper_ids = list(sources), list(paper_ids)
+        if sources:
+            clauses.append(f"source in ({','.join('?' * len(sources))})")
+            args += sources
+        if has_code is not None:
+            clauses.append("json_array_length(json_extract(body, '$.links')) " + ("> 0" if has_code else "= 0"))
+        if paper_ids:
+            clauses.append(f"paper_id in ({','.join('?' * len(paper_ids))})")
+            args += paper_ids
+        where = " where " + " and ".join(clauses) if clauses else ""
+        return {r[0] for r in self._db.execute(f"select paper_id from papers{where}", args)}
+
     def count(self) -> int:
         return int(self._db.execute("select count(*) from papers").fetchone()[0])
 

@@ -32,7 +32,7 @@ from .indexer import (
     open_store,
 )
 from .prompts import Prompts, load_prompts
-from .records import CANNOT_ANSWER, Answer, Hit, RagError, StoreError
+from .records import CANNOT_ANSWER, Answer, Hit, StoreError
 from .retrieve import Filters, Retrieved, Retriever
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,8 @@ class Assistant:
                 yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                 return
             t = time.perf_counter()
-            qvec = self.embedder.embed([searched])[0]
+            qvec = retrieved.query_vector
+            assert qvec is not None
             assert self._scorer is not None
             blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer,
                                      max_papers=top_k if summary else gen.evidence_papers,
@@ -200,7 +201,7 @@ class Assistant:
             n_out = len(pieces)
             timings["generate_ms"] = (end - t) * 1000
             timings["tokens_per_s"] = (n_out - 1) / (end - first) if first and n_out > 1 and end > first else 0.0
-            final = self._finish(question, searched, raw, budget.blocks, retrieved.hits, summary)
+            final = self._finish(raw, budget.blocks, summary)
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"
@@ -216,8 +217,7 @@ class Assistant:
             notices=tuple(notices), evidence=tuple(budget.blocks),
         )
 
-    def _finish(self, question: str, searched: str, raw: str, blocks: list, hits: list[Hit],
-                summary: bool) -> tuple[str, str, list, int]:
+    def _finish(self, raw: str, blocks: list, summary: bool) -> tuple[str, str, list, int]:
         """(text, mode, checks, dropped markers) for the model's raw output."""
         valid = {b.n for b in blocks}
         text, dropped = A.parse_markers(raw, valid)
@@ -259,4 +259,3 @@ def with_model(settings: Settings, model_path: str) -> Settings:
     return replace(settings, generation=replace(settings.generation, model_path=model_path))
 
 
-_ = RagError  # re-exported for edges that catch it via pipeline

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .catalog import Catalog
 from .config import Retrieval
 from .embed import Embedder
@@ -56,6 +58,7 @@ class Retrieved:
     timings: dict[str, float] = field(default_factory=dict)  # ms: embed, dense, bm25, fuse
 
     distinctive: tuple[str, ...] = ()  # rare question terms found verbatim in the top paper (e.g. "solar")
+    query_vector: np.ndarray | None = field(default=None, repr=False)  # reused for evidence: embed once
 
     @property
     def best_similarity(self) -> float:
@@ -71,16 +74,7 @@ class Retriever:
     def _allowed(self, filters: Filters) -> set[str] | None:
         if not filters:
             return None
-        allowed = set()
-        for paper in self.catalog.iter_papers():
-            if filters.sources and paper.source not in filters.sources:
-                continue
-            if filters.has_code is not None and paper.has_code != filters.has_code:
-                continue
-            if filters.paper_ids and paper.paper_id not in filters.paper_ids:
-                continue
-            allowed.add(paper.paper_id)
-        return allowed
+        return self.catalog.ids_where(sources=filters.sources, has_code=filters.has_code, paper_ids=filters.paper_ids)
 
     def search(self, question: str, filters: Filters | None = None, top_k: int | None = None,
                mode: str | None = None) -> Retrieved:
@@ -148,7 +142,7 @@ class Retriever:
         distinctive = self._distinctive(question, hits[0]) if hits else ()
         timings["fuse_ms"] = (time.perf_counter() - t) * 1000
         timings["retrieve_ms"] = sum(timings.values())
-        return Retrieved(hits=hits, timings=timings, distinctive=distinctive)
+        return Retrieved(hits=hits, timings=timings, distinctive=distinctive, query_vector=qvec)
 
     def absent_terms(self, question: str) -> tuple[str, ...]:
         """Specific terms of the question that no abstract contains: names, datasets, venues, numbers.
