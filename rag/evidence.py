@@ -90,8 +90,13 @@ class SentenceScorer:
 
 
 def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
-                    per_paper: int, margin: float = PAPER_MARGIN) -> list[Evidence]:
-    """Numbered evidence blocks ([1], [2], ...) from the top hits, best paper first."""
+                    per_paper: int, margin: float = PAPER_MARGIN, gap: float | None = None) -> list[Evidence]:
+    """Numbered evidence blocks ([1], [2], ...) from the top hits, best paper first.
+
+    A paper is kept when its best sentence is within `margin` of the best paper's. With `gap` (summaries), the
+    kept papers, ranked by that score, are also cut at the widest drop between neighbours when the drop is at
+    least `gap`: "which papers use a contrastive loss?" scores 0.66, 0.65 | 0.47, 0.40, ... and keeps two.
+    """
     if not hits or max_papers < 1:
         return []
     scored = scorer.score(question, qvec, hits[: max_papers * 2])
@@ -103,6 +108,11 @@ def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: Se
     # Keep retrieval's order among papers that are close; drop the clearly weaker ones.
     top = max(b for b, _, _ in ranked)
     kept = [(b, h, s) for b, h, s in ranked if b >= top - margin][:max_papers]
+    if gap is not None and len(kept) > 1:
+        scores = sorted((b for b, _, _ in kept), reverse=True)
+        widest, i = max((scores[i] - scores[i + 1], i) for i in range(len(scores) - 1))
+        if widest >= gap:
+            kept = [k for k in kept if k[0] >= scores[i]]
     blocks: list[Evidence] = []
     for n, (_, hit, sents) in enumerate(kept, start=1):
         order = sorted(range(len(sents)), key=lambda i: -sents[i][1])[:per_paper]

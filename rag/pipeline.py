@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import answer as A
+from .answerable import unanswerable_reason
 from .catalog import Catalog
 from .config import Settings
 from .embed import Embedder, SentenceTransformerEmbedder
@@ -173,10 +174,19 @@ class Assistant:
             qvec = retrieved.query_vector
             assert qvec is not None
             assert self._scorer is not None
-            blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer,
-                                     max_papers=top_k if summary else gen.evidence_papers,
-                                     per_paper=1 if summary else gen.sentences_per_paper,
-                                     margin=0.2)
+            if summary:
+                blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer, max_papers=top_k, per_paper=1,
+                                         margin=gen.summary_margin, gap=gen.summary_gap)
+            else:
+                blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer, max_papers=gen.evidence_papers,
+                                         per_paper=gen.sentences_per_paper, margin=gen.evidence_margin)
+                # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
+                reason = unanswerable_reason(question, [b.hit.paper for b in blocks])
+                if reason:
+                    notices.append(reason)
+                    timings["total_ms"] = (time.perf_counter() - t0) * 1000
+                    yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
+                    return
             generator = self.generator
             shown = history[-2 * gen.history_turns:] if gen.history_turns > 0 else []
             # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).

@@ -14,8 +14,9 @@ from rag.answer import (
     render_sources,
     sanitize_source,
     truncate_question,
+    with_quote,
 )
-from rag.evidence import SentenceScorer
+from rag.evidence import SentenceScorer, select_evidence
 from rag.ingest import make_paper
 from rag.prompts import load_prompts
 from rag.records import ContextError, Evidence, Hit
@@ -69,6 +70,29 @@ def test_extractive_fallback_quotes_best_evidence_with_citations() -> None:
     assert "62.6%" in text and text.endswith("[1]")
 
 
+def two_papers() -> list[Evidence]:
+    """PrivGate's three sentences score 0.9 / 0.5 / 0.3; SOLAR's one sentence 0.6 (better than two of PrivGate's)."""
+    priv = ("We propose PrivGate, a privacy gate.", "PrivGate achieves a 62.6% reduction in privacy leakage.",
+            "It adds 15.9% token overhead.")
+    return [Evidence(1, Hit(PRIV, 1.0), priv, (0.5, 0.9, 0.3)),
+            Evidence(2, Hit(SOLAR, 0.5), ("SOLAR surpasses the strongest VLM by 7.08 points.",), (0.6,))]
+
+
+def test_quotes_come_from_the_best_paper_only() -> None:
+    text = extractive(two_papers())
+    assert "[2]" not in text and "SOLAR" not in text  # the runner-up paper's sentence scores 0.6 but is not quoted
+    assert text.index("62.6%") < text.index("We propose") < text.index("15.9%")  # best first
+
+
+def test_generated_answer_gets_the_two_best_sentences_it_lacks() -> None:
+    out = with_quote("It is a framework [1].", two_papers())
+    quoted = out.split("Quoted: ", 1)[1]
+    assert "62.6%" in quoted and "We propose PrivGate" in quoted and "15.9%" not in quoted and "[2]" not in quoted
+    # An answer that already states the best sentence (its number and most words) is not padded with it.
+    carried = with_quote("PrivGate achieves a 62.6% reduction in privacy leakage [1].", two_papers())
+    assert "62.6%" not in carried.split("Quoted: ", 1)[1]
+
+
 def test_budget_drops_lowest_ranked_evidence_first() -> None:
     gen = ScriptedGenerator(n_ctx=600)
     big = [Evidence(i, Hit(PRIV, 1.0 / i), ("PrivGate achieves a 62.6% reduction in privacy leakage. " * 3,), (0.5,))
@@ -85,3 +109,23 @@ def test_budget_drops_lowest_ranked_evidence_first() -> None:
 def test_long_question_is_truncated_with_a_notice() -> None:
     q, notice = truncate_question("why " * 25_000)
     assert len(q) <= 1000 and notice and "truncated" in notice
+
+
+def test_summary_evidence_stops_at_the_widest_score_drop() -> None:
+    emb = HashEmbedder()
+    papers = [make_paper(f"Paper {i} studies contrastive losses for topic {i}.", "c.txt", i) for i in range(5)]
+    hits = [Hit(p, 1.0 - i / 10) for i, p in enumerate(papers)]
+
+    class Fixed(SentenceScorer):  # best-sentence scores 0.66, 0.65 | 0.47, 0.45, 0.40
+        def score(self, question, qvec, hits):  # type: ignore[no-untyped-def]
+            best = dict(zip((p.paper_id for p in papers), (0.66, 0.65, 0.47, 0.45, 0.40)))
+            return {h.paper.paper_id: [(h.paper.abstract, best[h.paper.paper_id])] for h in hits}
+
+    scorer = Fixed(emb)
+    q = emb.embed(["contrastive"])[0]
+    wide = select_evidence("contrastive", q, hits, scorer, max_papers=8, per_paper=1, margin=0.3)
+    assert len(wide) == 5  # margin alone keeps all within 0.3 of the best
+    cut = select_evidence("contrastive", q, hits, scorer, max_papers=8, per_paper=1, margin=0.3, gap=0.15)
+    assert [b.hit.paper.paper_id for b in cut] == [papers[0].paper_id, papers[1].paper_id]
+    none = select_evidence("contrastive", q, hits, scorer, max_papers=8, per_paper=1, margin=0.3, gap=0.2)
+    assert len(none) == 5  # no drop is that wide
