@@ -96,6 +96,10 @@ def summary_text(summary: dict[str, Any]) -> str:
         parts += ["", "Answers", answers_table(summary),
                   f"abstention: precision {fmt(ab['precision'])}, recall {fmt(ab['recall'])}, "
                   f"false abstention {fmt(ab['false_abstention'])}"]
+        o = summary["answers"]["overall"]
+        if o.get("checked_sentences"):
+            parts.append(f"support check: {o['unsupported_sentences']} of {o['checked_sentences']} model-written "
+                         f"sentences flagged unsupported ({fmt(o['flagged_share'])}); modes {o['modes']}")
     parts += ["", "Latency (ms; prompt_tokens in tokens, tokens_per_s in tokens/s)", latency_table(summary)]
     if "resources" in summary:
         r = summary["resources"]

@@ -165,7 +165,7 @@ def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
                     "citation_recall": recall, "outside": M.outside_retrieved(cited, [h.paper.paper_id
                                                                                         for h in ans.hits]),
                     "abstained": ans.abstained, "unsupported": sum(1 for c in ans.checks if not c.supported),
-                    "dropped_markers": ans.dropped_markers},
+                    "checked": len(ans.checks), "dropped_markers": ans.dropped_markers},
         "timings": {k: round(v, 3) for k, v in ans.timings.items()},
     }
 
@@ -232,6 +232,10 @@ def _answer_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "abstention_rate": M.mean(x["abstained"] for x in m), "abstention": abst.to_dict(),
             "modes": {mode: sum(1 for r in rs if r["mode"] == mode) for mode in sorted({r["mode"] for r in rs})},
             "unsupported_sentences": sum(x["unsupported"] for x in m),
+            # Share of the model's checked answer sentences the support check flagged (older runs: no "checked").
+            "checked_sentences": sum(x.get("checked", 0) for x in m),
+            "flagged_share": (sum(x["unsupported"] for x in m) / checked
+                              if (checked := sum(x.get("checked", 0) for x in m)) else None),
             "dropped_markers": sum(x["dropped_markers"] for x in m),
         }
 

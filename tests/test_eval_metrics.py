@@ -14,7 +14,7 @@ from eval import metrics as M
 from eval.report import PLOTS, compare_runs
 from eval.run import QueryCache, Question, evaluate, load_qa, load_run
 from rag.config import Settings
-from rag.records import CANNOT_ANSWER, Answer, Citation, Hit, Paper
+from rag.records import CANNOT_ANSWER, Answer, Citation, Hit, Paper, SentenceCheck
 
 # --- normalise and fact_hit ---------------------------------------------------------------------------------------
 
@@ -214,7 +214,9 @@ class FakePipeline:
                                                                    enumerate(cited, 1)),
                       hits=hits, abstained=abstained, timings={"embed_ms": 5.0, "first_token_ms": 100.0,
                                                                "total_ms": 300.0, "tokens_per_s": 30.0},
-                      model="fake", settings_fingerprint="fp", mode="abstained" if abstained else "generated")
+                      model="fake", settings_fingerprint="fp", mode="abstained" if abstained else "generated",
+                      # One checked sentence per answer; the wrong number (41) is the one flagged.
+                      checks=() if abstained else (SentenceCheck(text, (1,), "41" not in text, 0.7),))
 
 
 QUESTIONS = [
@@ -247,6 +249,8 @@ def test_evaluate_on_fake_pipeline(tmp_path: Path) -> None:
     a = summary["answers"]
     assert a["by_kind"]["factoid"]["fact_accuracy"] == 0.5
     assert a["overall"]["outside_citations"] == 1
+    assert (a["overall"]["checked_sentences"], a["overall"]["unsupported_sentences"]) == (4, 1)
+    assert a["overall"]["flagged_share"] == 0.25
     assert a["overall"]["abstention"]["recall"] == 1.0 and a["overall"]["abstention"]["false_abstention"] == 0.0
     assert summary["retrieval"]["hybrid"]["overall"]["recall@1"] == pytest.approx((1 + 1 + 0.5 + 1) / 4)
     assert summary["abstention_sweep"]["at_current"]["recall"] == 1.0  # pizza's similarity 0.1 < 0.30
