@@ -212,10 +212,18 @@ def top_paper_sentences(blocks: list[Evidence]) -> list[tuple[int, str]]:
     return [(n, s) for n, s in ranked if n == ranked[0][0]] if ranked else []
 
 
-def extractive(blocks: list[Evidence], max_sentences: int = 3) -> str:
-    """The best evidence sentences of the best paper, quoted, each with its citation."""
-    parts = [f"“{s}” [{n}]" for n, s in top_paper_sentences(blocks)[:max_sentences]]
-    return QUOTED_PREFIX + " ".join(parts)
+def extractive(blocks: list[Evidence], max_sentences: int = 3, name_paper: bool = False) -> str:
+    """The best evidence sentences of the best paper, quoted, each with its citation.
+
+    With name_paper ("which paper ...?"), the answer first names the paper: "<title> [1]\n\nQuoted from ...".
+    """
+    top = top_paper_sentences(blocks)
+    parts = [f"“{s}” [{n}]" for n, s in top[:max_sentences]]
+    text = QUOTED_PREFIX + " ".join(parts)
+    if name_paper and top:
+        title = next(b.hit.paper.title for b in blocks if b.n == top[0][0])
+        text = f"{title.rstrip('.')} [{top[0][0]}]\n\n{text}"
+    return text
 
 
 def _carries(text: str, sentence: str) -> bool:

@@ -44,6 +44,9 @@ Event = str | Answer  # a piece of streamed text, or the final Answer (always la
 
 _SUMMARY = re.compile(r"\b(summari[sz]e|overview|survey|list|which papers|what papers|what work|papers (on|about)|"
                       r"work on|research on)\b", re.IGNORECASE)
+# "Which paper/work ...?" wants a paper named: a quoted answer then starts with the paper's title.
+_WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)",
+                    re.IGNORECASE)
 _FOLLOWUP = re.compile(r"^\s*(and|also|what about|how about|so|then)\b|\b(it|its|they|their|them|this|that|these|"
                        r"those|the method|the paper|the approach)\b", re.IGNORECASE)
 
@@ -211,7 +214,7 @@ class Assistant:
             n_out = len(pieces)
             timings["generate_ms"] = (end - t) * 1000
             timings["tokens_per_s"] = (n_out - 1) / (end - first) if first and n_out > 1 and end > first else 0.0
-            final = self._finish(raw, budget.blocks, summary)
+            final = self._finish(raw, budget.blocks, summary, which=bool(_WHICH.search(question)))
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"

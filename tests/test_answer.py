@@ -129,3 +129,10 @@ def test_summary_evidence_stops_at_the_widest_score_drop() -> None:
     assert [b.hit.paper.paper_id for b in cut] == [papers[0].paper_id, papers[1].paper_id]
     none = select_evidence("contrastive", q, hits, scorer, max_papers=8, per_paper=1, margin=0.3, gap=0.2)
     assert len(none) == 5  # no drop is that wide
+
+
+def test_which_paper_answers_name_the_paper_first() -> None:
+    text = extractive(two_papers(), name_paper=True)
+    head, quoted = text.split("\n\n", 1)
+    assert head == f"{PRIV.title.rstrip('.')} [1]" and quoted.startswith("Quoted from the abstracts")
+    assert not extractive(two_papers()).startswith(PRIV.title)

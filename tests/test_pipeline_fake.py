@@ -106,3 +106,12 @@ def test_other_embedding_model_is_refused_with_the_fix(built) -> None:  # type: 
     other = HashEmbedder(dim=128)
     with pytest.raises(StoreError, match="--rebuild"):
         build_index(s, other)
+
+
+def test_which_paper_quoted_answer_names_the_paper(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    gen = ScriptedGenerator(["Bananas are yellow [1]."])  # unsupported: the answer falls back to quotes
+    ans = Assistant(s, embedder=emb, generator=gen).ask("Which paper reduces privacy leakage with PrivGate?")
+    assert ans.mode == "extractive"
+    title = ans.citations[0].paper.title
+    assert ans.citations[0].paper.paper_id == PRIVGATE and ans.text.startswith(title.rstrip("."))
