@@ -230,14 +230,14 @@ class Assistant:
             notices=tuple(notices), evidence=tuple(budget.blocks),
         )
 
-    def _finish(self, raw: str, blocks: list, summary: bool) -> tuple[str, str, list, int]:
+    def _finish(self, raw: str, blocks: list, summary: bool, which: bool = False) -> tuple[str, str, list, int]:
         """(text, mode, checks, dropped markers) for the model's raw output."""
         valid = {b.n for b in blocks}
         text, dropped = A.parse_markers(raw, valid)
         strong = best_sentence_score(blocks) >= self.settings.retrieval.min_similarity + 0.15
         if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not summary:
             if strong:  # the model gave up on evidence that is there: quote it instead
-                return A.extractive(blocks), "extractive", [], dropped
+                return A.extractive(blocks, name_paper=which), "extractive", [], dropped
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
@@ -247,7 +247,7 @@ class Assistant:
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
         if not any(c.supported for c in checks):
             # The model's sentences are discarded, so their checks would describe text the user never sees.
-            return A.extractive(blocks), "extractive", [], dropped
+            return A.extractive(blocks, name_paper=which), "extractive", [], dropped
         return A.with_quote(text, blocks), "generated", checks, dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,
