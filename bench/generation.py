@@ -1,21 +1,23 @@
-"""Generation section of the bench: the pipeline's real prompts through each GGUF, as shipped and tuned.
+"""Generation section of the bench: the pipeline's real prompts through each GGUF, before and after tuning.
 
-For every model: TTFT and pieces/s through `rag.generate.LlamaGenerator` exactly as the pipeline uses it; then
-llama.cpp-level figures (bench/llm.py) for the shipped configuration, and for the first model a flash_attn /
-n_threads / n_batch sweep whose winner is measured in full; the same for a Q8_0 copy made once with llama.cpp's
-quantize API. A fake generator (tests) gets only the protocol-level figures.
+For every model: TTFT and pieces/s through `rag.generate.LlamaGenerator` exactly as the pipeline builds it (the
+current defaults, including the Q8_0 copy `generation.quantize` prepares); then llama.cpp-level figures
+(bench/llm.py) for the original file and its Q8_0 copy (`rag.generate.quantized_copy`, the app's own code), each with
+the old defaults (batch 512) and the current ones, and with --sweep, for the first model, a flash_attn / n_threads /
+n_batch sweep whose winner is measured in full. A fake generator (tests) gets only the protocol-level figures.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rag.config import Settings
 from rag.embed import Embedder
-from rag.generate import Generator, LlamaGenerator, default_model_path, gemma_model_path, physical_cores
+from rag.generate import Generator, LlamaGenerator, default_model_path, gemma_model_path, physical_cores, quantized_copy
 
 from . import e2e, llm
 
@@ -40,29 +42,34 @@ def generation(models: list[str], sweep: bool, repeats: int, settings: Settings,
         return {"models": {generator.name: {"stream": e2e.stream_figures(generator, prompts, repeats=repeats)}}}
     out: dict[str, Any] = {"models": {}}
     cores = physical_cores()
+    gs = settings.generation
+    threads = gs.n_threads or cores
+    bench_dir = settings.paths.data_dir / "bench"  # copies live apart from the app's own data folder
     for name in models:
         path = model_path(name, settings)
-        shipped = LlamaGenerator(replace(settings.generation, model_path=str(path)))
+        shipped = LlamaGenerator(replace(gs, model_path=str(path)), bench_dir)
         prompts = e2e.capture_prompts(small, embedder, shipped, qs)
-        g: dict[str, Any] = {"path": str(path), "stream": e2e.stream_figures(shipped, prompts, repeats=repeats),
-                             "runs": {}}
+        g: dict[str, Any] = {"path": str(path), "loaded": shipped.name,
+                             "stream": e2e.stream_figures(shipped, prompts, repeats=repeats), "runs": {}}
         del shipped
-        variants = [("", path)]
-        q8, q_seconds, made = llm.requantize(path, settings.paths.data_dir / "bench" / "models", threads=cores)
-        g["q8_0"] = {"path": str(q8), "seconds": round(q_seconds, 1), "made_now": made}
-        variants.append(("Q8_0 ", q8))
-        for label, p in variants:
-            configs = {f"{label}shipped (fa off, {cores} threads, batch 512)": (False, cores, 512)}
+        t = time.perf_counter()
+        q8, made = quantized_copy(path, bench_dir / "models" / "prepared", threads)
+        g["q8_0"] = {"path": str(q8), "seconds": round(time.perf_counter() - t, 1), "made_now": made}
+        for label, p in [("", path), ("Q8_0 ", q8)]:
+            configs = {f"{label}old default (fa off, {cores} threads, batch 512)": (False, cores, 512, 512),
+                       f"{label}default (fa {'on' if gs.flash_attn else 'off'}, {threads} threads, batch {gs.n_batch}, "
+                       f"ubatch {gs.n_ubatch or gs.n_batch})": (gs.flash_attn, threads, gs.n_batch,
+                                                                gs.n_ubatch or gs.n_batch)}
             if sweep and name == models[0]:  # the default model's targets are what the sweep serves
                 log.info("bench: sweeping %s", p.name)
                 rows = llm.sweep(p, prompts, repeats=2)
                 g[f"{label}sweep"] = rows
                 w = llm.best(rows)
                 configs[f"{label}best (fa {'on' if w['flash_attn'] else 'off'}, {w['n_threads']} threads, "
-                        f"batch {w['n_batch']})"] = (w["flash_attn"], w["n_threads"], w["n_batch"])
-            for key, (fa, nt, nb) in configs.items():
+                        f"batch {w['n_batch']})"] = (w["flash_attn"], w["n_threads"], w["n_batch"], w["n_batch"])
+            for key, (fa, nt, nb, nu) in configs.items():
                 log.info("bench: generation %s %s", path.name, key)
-                model = llm.load(p, nt, nb, fa)
+                model = llm.load(p, nt, nb, fa, n_ubatch=nu)
                 f = llm.figures(model, prompts, repeats=min(3, repeats))
                 info = llm.info(model, p)
                 f["ceilings"] = llm.ceilings(info, f, ceilings["copy_gbs"]["best"], ceilings["gemm_gflops"])

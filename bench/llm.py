@@ -1,8 +1,8 @@
 """Generation figures on the real GGUFs: time to first token, prefill and decode rates, and their ceilings.
 
-This module talks to llama_cpp directly (besides `rag.generate`, the only place that does) because the bench turns
-knobs `rag.generate.LlamaGenerator` does not expose yet (flash_attn, n_batch per model, a requantized file) and
-times prefill and decode apart, which a chat stream cannot.
+This module talks to llama_cpp directly (besides `rag.generate`, the only place that does) because the bench sweeps
+knobs per run (flash_attn, n_threads, n_batch) and times prefill and decode apart, which a chat stream cannot.
+Requantized copies come from `rag.generate.quantized_copy`, the code the app itself uses.
 
 For a chat prompt rendered with the GGUF's own template (as llama-cpp-python's chat handler does):
 - prefill tok/s: the prompt evaluated from an empty context, prompt tokens / seconds;
@@ -16,25 +16,23 @@ Ceilings: decoding reads every weight once per token, so tok/s <= copy bandwidth
 
 from __future__ import annotations
 
-import ctypes
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.generate import Message, file_sha256
+from rag.generate import Message
 
 from .measure import median
 
-FTYPE_Q8_0 = 7
 
-
-def load(path: Path, n_threads: int, n_batch: int = 512, flash_attn: bool = False, n_ctx: int = 2048) -> Any:
+def load(path: Path, n_threads: int, n_batch: int = 512, flash_attn: bool = False, n_ctx: int = 2048,
+         n_ubatch: int = 0) -> Any:
+    """n_ubatch 0 = n_batch, as in `rag.config.Generation`."""
     from llama_cpp import Llama
 
     return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=n_batch,
-                 n_ubatch=n_batch, flash_attn=flash_attn, seed=0, verbose=False)
+                 n_ubatch=n_ubatch or n_batch, flash_attn=flash_attn, seed=0, verbose=False)
 
 
 def info(llm: Any, path: Path) -> dict[str, Any]:
@@ -166,40 +164,6 @@ def ceilings(model: dict[str, Any], fig: dict[str, Any], copy_gbs: float, gemm_g
             "decode_vs_ceiling": round(fig["decode_tok_s"] / decode_ceiling, 3),
             "prefill_gflop_per_token": round(flops / 1e9, 3), "prefill_bound_tok_s": round(prefill_bound, 1),
             "prefill_vs_bound": round(fig["prefill_tok_s"] / prefill_bound, 3)}
-
-
-def requantize(src: Path, out_dir: Path, ftype: int = FTYPE_Q8_0, threads: int = 2) -> tuple[Path, float, bool]:
-    """A Q8_0 copy of src, made once with llama.cpp's quantize API and cached beside a hash record.
-
-    Returns (path, seconds spent, made now). The record holds the source's and the output's sha256; a copy whose
-    hashes do not match (an edited source, a truncated file) is made again.
-    """
-    import llama_cpp
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = src.name.removesuffix(".gguf").rsplit(".", 1)[0] if src.name.count(".") > 1 else src.stem
-    dst = out_dir / f"{stem}.Q8_0.gguf"
-    record = dst.with_suffix(".json")
-    src_hash = file_sha256(src)
-    if dst.is_file() and record.is_file():
-        saved = json.loads(record.read_text())
-        if saved.get("source_sha256") == src_hash and saved.get("sha256") == file_sha256(dst):
-            return dst, 0.0, False
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = ftype
-    params.allow_requantize = True
-    params.nthread = threads
-    tmp = dst.with_suffix(".tmp")
-    t = time.perf_counter()
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
-    seconds = time.perf_counter() - t
-    if rc != 0:
-        tmp.unlink(missing_ok=True)
-        raise RuntimeError(f"{src}: llama_model_quantize returned {rc}")
-    tmp.replace(dst)
-    record.write_text(json.dumps({"source": src.name, "source_sha256": src_hash, "sha256": file_sha256(dst),
-                                  "ftype": ftype}))
-    return dst, seconds, True
 
 
 def sweep(path: Path, prompts: dict[str, list[Message]], threads: Sequence[int] = (1, 2),

@@ -12,16 +12,25 @@ crash or hang llama.cpp, fails there and becomes a `ModelError`, never taking th
 from the GGUF and is rendered by llama-cpp-python in a sandboxed Jinja environment (`ImmutableSandboxedEnvironment`);
 the probe renders it once there too, so a template that reaches for Python internals, hangs, or refuses our
 system + user messages is refused before the model is used. A GGUF without a template falls back to `chat_format`.
+
+Preparation (`prepare_model`): llama.cpp's Q4_0/Q4_1 CPU kernels are slow (SmolLM2 Q4_1 prefills ~300 tok/s on two
+cores, its Q8_0 requantization ~600), so by default a small Q4_0/Q4_1 GGUF is requantized to Q8_0 once with
+llama.cpp's own quantize API and the copy is loaded instead. The copy lives in `<data_dir>/models/prepared` beside a
+JSON record of its source; it is remade when the source, the copy or llama-cpp-python changes, and any failure
+(read-only folder, full disk, quantize error) falls back to the original with a warning. This module does not
+download or convert anything else (no other formats, no K-quants: those already have fast kernels).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.util
 import json
 import logging
 import os
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -39,6 +48,11 @@ DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Chat-turn tokens some models print as text when their template does not match: never part of an answer.
 TURN_MARKERS = ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|endoftext|>"]
 MIN_GGUF_BYTES = 1 << 20  # a real model is megabytes; anything smaller is truncated or not a model
+# llama_ftype values (llama.h): the 4-bit types whose CPU kernels "auto" replaces, and the type it makes.
+FTYPE_Q4_0, FTYPE_Q4_1, FTYPE_Q8_0 = 2, 3, 7
+FTYPE_NAMES = {FTYPE_Q4_0: "Q4_0", FTYPE_Q4_1: "Q4_1", FTYPE_Q8_0: "Q8_0"}
+# "auto" leaves bigger files alone: Q8_0 is ~1.9x the bytes of Q4, so a 4-bit 7B model would silently take ~7 GB.
+AUTO_MAX_BYTES = 1 << 30
 
 
 class Generator(Protocol):
@@ -177,6 +191,178 @@ def file_sha256(path: Path, limit: int | None = None) -> str:
     return h.hexdigest()
 
 
+# GGUF metadata value types (gguf spec): struct formats of the fixed-size ones; 8 = string, 9 = array.
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def gguf_file_type(path: Path) -> int | None:
+    """`general.file_type` (a llama_ftype) from a GGUF header, read without llama.cpp; None if absent or unreadable.
+
+    The key sits among the first few of the header, so this reads a few hundred bytes, not the vocabulary.
+    """
+    def u(fh: Any, fmt: str) -> Any:
+        return struct.unpack("<" + fmt, fh.read(struct.calcsize(fmt)))[0]
+
+    def skip(fh: Any, kind: int) -> None:
+        if kind in _GGUF_SCALARS:
+            fh.seek(struct.calcsize(_GGUF_SCALARS[kind]), os.SEEK_CUR)
+        elif kind == 8:
+            fh.seek(u(fh, "Q"), os.SEEK_CUR)
+        elif kind == 9:
+            inner, count = u(fh, "I"), u(fh, "Q")
+            if inner in _GGUF_SCALARS:
+                fh.seek(count * struct.calcsize(_GGUF_SCALARS[inner]), os.SEEK_CUR)
+            else:
+                for _ in range(count):
+                    skip(fh, inner)
+        else:
+            raise ValueError(f"unknown GGUF value type {kind}")
+
+    try:
+        with path.open("rb") as fh:
+            magic, version, _tensors, n_kv = struct.unpack("<4sIQQ", fh.read(24))
+            if magic != b"GGUF" or version < 2:  # version 1 used 32-bit counts; nothing ships it any more
+                return None
+            for _ in range(n_kv):
+                size = u(fh, "Q")
+                if size > 1 << 16:  # a key is a short name; a huge length means a damaged header
+                    return None
+                key, kind = fh.read(size), u(fh, "I")
+                if key == b"general.file_type" and kind in _GGUF_SCALARS:
+                    return int(u(fh, _GGUF_SCALARS[kind]))
+                skip(fh, kind)
+    except (OSError, struct.error, ValueError):
+        return None
+    return None
+
+
+def prepare_model(path: Path, settings: Generation, data_dir: Path) -> Path:
+    """The file to load for the GGUF at `path`: its cached Q8_0 copy when `settings.quantize` asks for one
+    ("auto": the file is Q4_0/Q4_1 and under AUTO_MAX_BYTES; "q8_0": any file not already Q8_0), else `path`.
+
+    Never raises for a copy that cannot be made or kept (read-only data folder, full disk, quantize error): that
+    logs a warning and returns `path`, since the original still answers, only slower.
+    """
+    if settings.quantize == "off":
+        return path
+    ftype = gguf_file_type(path)
+    if ftype == FTYPE_Q8_0:
+        return path
+    if settings.quantize == "auto" and (ftype not in (FTYPE_Q4_0, FTYPE_Q4_1) or path.stat().st_size >= AUTO_MAX_BYTES):
+        return path
+    try:
+        return quantized_copy(path, data_dir / "models" / "prepared", settings.n_threads or physical_cores())[0]
+    except (OSError, ModelError) as e:
+        log.warning("%s: no Q8_0 copy (%s); loading the original, which prefills about half as fast", path.name, e)
+        return path
+
+
+def quantized_copy(src: Path, folder: Path, threads: int, ftype: int = FTYPE_Q8_0) -> tuple[Path, bool]:
+    """(the copy, whether it was made now): a requantized copy of `src` in `folder`, reused while its record matches.
+
+    The record (`<copy>.json`) names the source and holds its size, mtime and sha256, the copy's size, mtime and
+    sha256, and the llama-cpp-python version. Reuse checks size + mtime of both files (a stat each); only when one
+    differs is that file re-hashed, and a matching hash is accepted (a `touch` or a copy with a new mtime). Hashing
+    every start instead would cost 0.12 s for the 138 MB SmolLM2 copy warm, seconds for large models or a cold
+    disk, and guard only against an edit that keeps both size and mtime, which nothing in normal operation does;
+    a truncated or replaced copy changes its size or mtime and is re-hashed, fails, and is made again.
+    """
+    import llama_cpp
+
+    st = src.stat()
+    # The source's folder in the name: two models called the same in different folders never share one copy.
+    tag = hashlib.sha256(str(src.resolve().parent).encode()).hexdigest()[:8]
+    dst = folder / f"{src.name.removesuffix('.gguf')}.{FTYPE_NAMES.get(ftype, f'ftype{ftype}')}.{tag}.gguf"
+    record_path = dst.with_suffix(".json")
+    version = getattr(llama_cpp, "__version__", "unknown")
+    record = _read_record(record_path)
+    if record is not None and record.get("llama_cpp") == version and record.get("ftype") == ftype and \
+            record.get("source") == str(src.resolve()) and _same(src, record, "source_") and _same(dst, record, ""):
+        if record.get("_refreshed"):  # a new mtime with the same content: remember it, so the next start only stats
+            record.pop("_refreshed")
+            _write_record(record_path, record, quiet=True)
+        return dst, False
+
+    folder.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(folder)
+    src_sha = file_sha256(src)
+    # A per-process temporary name: a crash or kill mid-quantize leaves at most this file, never a half `dst`,
+    # and it is removed by the next start (`_remove_stale_tmp`) once its process is gone.
+    tmp = folder / f".{dst.name}.{os.getpid()}.tmp"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = True  # the source is already quantized
+    params.nthread = threads
+    # llama.cpp logs every tensor while quantizing; keep that out of the terminal unless debugging.
+    logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if log.isEnabledFor(logging.DEBUG) else logging.ERROR)
+    log.info("requantizing %s to %s in %s (once)", src.name, FTYPE_NAMES.get(ftype, ftype), folder)
+    try:
+        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
+        if rc != 0 or not tmp.is_file():
+            raise ModelError(f"llama.cpp's quantize returned {rc}")
+        check_gguf(tmp)
+        out = tmp.stat()
+        out_sha = file_sha256(tmp)
+        tmp.replace(dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _write_record(record_path, {
+        "source": str(src.resolve()), "source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns,
+        "source_sha256": src_sha, "size": out.st_size, "mtime_ns": out.st_mtime_ns, "sha256": out_sha,
+        "ftype": ftype, "llama_cpp": version})
+    return dst, True
+
+
+def _same(path: Path, record: dict[str, Any], prefix: str) -> bool:
+    """Whether `path` is the file the record describes: same size + mtime, or same size + sha256 (then the record
+    is marked for a refresh of its mtime)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    if st.st_size != record.get(f"{prefix}size"):
+        return False
+    if st.st_mtime_ns == record.get(f"{prefix}mtime_ns"):
+        return True
+    if file_sha256(path) != record.get(f"{prefix}sha256"):
+        return False
+    record[f"{prefix}mtime_ns"] = st.st_mtime_ns
+    record["_refreshed"] = True
+    return True
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_record(path: Path, record: dict[str, Any], quiet: bool = False) -> None:
+    """Atomically (temporary file + rename), so a reader never sees half a record."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        if not quiet:
+            raise
+
+
+def _remove_stale_tmp(folder: Path) -> None:
+    """Delete temporary files left by a quantize or record write whose process no longer runs."""
+    for tmp in folder.glob(".*.tmp"):
+        try:
+            pid = int(tmp.name.rsplit(".", 2)[1])
+            os.kill(pid, 0)  # raises if no such process
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except (ValueError, OSError):
+            continue
+
+
 def physical_cores() -> int:
     """Physical cores (hyper-threads share an FPU; llama.cpp decodes no faster on them)."""
     try:
@@ -199,24 +385,37 @@ def physical_cores() -> int:
 class LlamaGenerator:
     """One long-lived llama.cpp model, serialised by a lock."""
 
-    def __init__(self, settings: Generation) -> None:
-        path = resolve_model(settings)
-        check_gguf(path)
-        if settings.probe_timeout > 0 and not is_packaged_default(path):
-            probe_gguf(path, settings.probe_timeout)  # a bad file fails in a child process, not in this one
+    def __init__(self, settings: Generation, data_dir: Path | None = None) -> None:
+        """`data_dir`: where `prepare_model` may keep a faster copy of the GGUF; None loads the file as it is."""
+        source = resolve_model(settings)
+        check_gguf(source)
+        if settings.probe_timeout > 0 and not is_packaged_default(source):
+            probe_gguf(source, settings.probe_timeout)  # a bad file fails in a child process, not in this one
+        # The copy needs no probe: llama.cpp itself wrote it from a file that passed, and its record checks it.
+        path = prepare_model(source, settings, data_dir) if data_dir is not None else source
         from llama_cpp import Llama
 
-        self.path = path
-        self.name = path.name
         self.n_ctx = settings.n_ctx
         threads = settings.n_threads or physical_cores()
-        try:
-            self._llm = Llama(
-                model_path=str(path), n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
-                n_batch=settings.n_batch, n_gpu_layers=settings.n_gpu_layers, seed=settings.seed, verbose=False,
-            )
-        except Exception as e:  # llama.cpp reports a bad file as ValueError/RuntimeError with no path
-            raise ModelError(f"{path}: llama.cpp could not load this model ({e})") from None
+        for candidate in dict.fromkeys([path, source]):  # the copy, then the original should the copy not load
+            try:
+                self._llm = Llama(
+                    model_path=str(candidate), n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
+                    n_batch=settings.n_batch, n_ubatch=settings.n_ubatch or settings.n_batch,
+                    flash_attn=settings.flash_attn, n_gpu_layers=settings.n_gpu_layers, seed=settings.seed,
+                    verbose=False,
+                )
+                break
+            except Exception as e:  # llama.cpp reports a bad file as ValueError/RuntimeError with no path
+                if candidate == source:
+                    raise ModelError(f"{source}: llama.cpp could not load this model ({e})") from None
+                log.warning("%s: the prepared copy did not load (%s); loading the original", candidate, e)
+                path = source
+        self.source = source
+        self.path = path
+        # What answers are stamped with: the file asked for, and the type of the copy loaded instead, if any.
+        copy = FTYPE_NAMES.get(gguf_file_type(path) or -1, path.name)
+        self.name = source.name if path == source else f"{source.name} → {copy}"
         if not self._llm.metadata.get("tokenizer.chat_template"):
             log.info("%s has no chat template; using %s", path.name, settings.chat_format)
             self._llm.chat_format = settings.chat_format

@@ -80,7 +80,8 @@ class Assistant:
 
                 self._generator = RemoteGenerator(self.settings.generation)
             else:
-                self._generator = LlamaGenerator(self.settings.generation)
+                # The data folder holds the faster Q8_0 copy of a Q4 GGUF (generation.quantize), made once.
+                self._generator = LlamaGenerator(self.settings.generation, self.settings.paths.data_dir)
         return self._generator
 
     def use_generator(self, generator: Generator) -> None:

@@ -274,7 +274,8 @@ class Handlers:
         try:
             from rag.generate import LlamaGenerator
 
-            gen = LlamaGenerator(replace(self.settings.generation, model_path=self.models[label]))
+            gen = LlamaGenerator(replace(self.settings.generation, model_path=self.models[label]),
+                                 self.settings.paths.data_dir)
             self.assistant.use_generator(gen)
         except Exception as e:
             log.exception("model load failed")
