@@ -98,6 +98,9 @@ class ChunkStore:
             raise ValueError("chunks, vectors and metadata must have the same length")
         if len(vectors) and vectors.shape[1] != self.dim:
             raise StoreError(f"vector dimension {vectors.shape[1]} does not match the collection's {self.dim}")
+        wrong = next((c.chunk_id for c in chunks if c.chunk_id.rsplit(":", 1)[0] != c.paper_id), None)
+        if wrong is not None:  # `query` reads the paper id from the chunk id
+            raise ValueError(f"chunk id {wrong!r} does not start with its paper id and ':'")
         step = self.max_batch()
         for i in range(0, len(chunks), step):
             part = chunks[i : i + step]
@@ -157,25 +160,41 @@ class ChunkStore:
                 return out
             offset += step
 
-    def query(self, vector: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[StoredChunk]:
-        """The k nearest chunks to one query vector, best first."""
-        n = self.count()
-        if n == 0:
-            return []
+    def query(self, vector: np.ndarray, k: int, where: dict[str, Any] | None = None,
+              texts: bool = True) -> list[StoredChunk]:
+        """The k nearest chunks to one query vector, best first; without `texts` each chunk's text is "" (read the
+        ones needed with `texts_of`).
+
+        Without texts only ids and distances are read, the paper id being the chunk id's prefix
+        (`Chunk.chunk_id` is "<paper_id>:<index>", checked by `upsert`): at 100k papers metadata made a 163-chunk
+        query 21 ms instead of 7 (bench/RESULTS.md), which is what filtering after an over-fetch reads.
+        """
+        # No count() first: Chroma returns fewer than k results when the collection holds fewer (or none), and
+        # counting took 19 ms a query at 295k chunks.
+        include: list[Any] = ["distances", *(["metadatas", "documents"] if texts else [])]
         try:
-            res = self._col.query(query_embeddings=[vector.tolist()], n_results=min(k, n), where=where or None,
-                                  include=["documents", "metadatas", "distances"])
+            res = self._col.query(query_embeddings=[vector.tolist()], n_results=k, where=where or None,
+                                  include=include)
         except Exception as e:
             raise StoreError(f"{self.url or self.path}: query failed ({type(e).__name__}: {e})") from None
         ids = res["ids"][0]
-        docs = (res.get("documents") or [[]])[0] or []
-        metas = (res.get("metadatas") or [[]])[0] or []
+        docs = (res.get("documents") or [[]])[0] or [""] * len(ids)
+        metas = (res.get("metadatas") or [[]])[0] or [{"paper_id": i.rsplit(":", 1)[0]} for i in ids]
         dists = (res.get("distances") or [[]])[0] or []
         return [
             StoredChunk(chunk_id=i, paper_id=str(m["paper_id"]), text=d or "", similarity=1.0 - float(dist))
             for i, d, m, dist in zip(ids, docs, metas, dists)
         ]
 
+    def texts_of(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """chunk id -> stored text, for the given ids that exist."""
+        if not chunk_ids:
+            return {}
+        try:
+            got = self._col.get(ids=list(chunk_ids), include=["documents"])
+        except Exception as e:
+            raise StoreError(f"{self.url or self.path}: reading chunks failed ({type(e).__name__}: {e})") from None
+        return {i: d or "" for i, d in zip(got["ids"], got.get("documents") or [])}
 
 def _missing(where: str, collection: str, client: Any, names: list[str]) -> str:
     """Why a collection is not there, naming what the store holds instead, and the fix."""

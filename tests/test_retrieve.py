@@ -1,0 +1,213 @@
+"""Retrieval's shortcuts return what the slow way returns: rare-term checks from the BM25 postings instead of a
+search per term, filters applied after an over-fetch instead of Chroma's `where`, and chunk texts read only for the
+passages shown."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, make_settings
+from fakes import HashEmbedder
+
+from rag.catalog import Catalog
+from rag.indexer import IndexPaths, build_index, open_store
+from rag.lexical import LexicalIndex
+from rag.records import Passage
+from rag.retrieve import Filters, Retriever
+from rag.store import ChunkStore, StoredChunk
+from rag.text import tokens
+
+
+def _few_by_search(index: LexicalIndex, query: str, k: int, limit: int) -> bool:
+    """The definition `in_few_papers` answers without searching."""
+    return 0 < len({pid for _, pid, _ in index.search(query, k)}) <= limit
+
+
+def _toy_index() -> LexicalIndex:
+    """40 papers of 1-8 chunks; common, rare and hyphenated words; one paper holding most "burst" chunks."""
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(30)]
+    docs = []
+    for p in range(40):
+        for c in range(1 + p % 8):
+            text = " ".join(rng.sample(words, 5))
+            if p == 7:
+                text += " burst"
+            if p in {3, 30} and c == 0:
+                text += " burst solo llm-based"
+            docs.append((f"p{p}:{c}", f"p{p}", text))
+    return LexicalIndex.build(docs)
+
+
+def test_in_few_papers_matches_a_search_for_every_word_k_and_limit(tmp_path: Path) -> None:
+    built = _toy_index()
+    built.save(tmp_path / "bm25")
+    loaded = LexicalIndex.load(tmp_path / "bm25")
+    assert loaded is not None
+    searched: list[str] = []
+    fell_back: list[tuple[int, int]] = []  # (k, limit) of the calls that did search
+    for index in (built, loaded):
+        search = index.search
+
+        def spy(query: str, k: int, allowed: set[str] | None = None, _search: Any = search) -> Any:
+            searched.append(query)
+            return _search(query, k, allowed)
+
+        queries = [f"w{i}" for i in range(30)] + ["burst", "solo", "llm-based", "llm", "absent", "w1 w2", "the"]
+        for q in queries:
+            for limit in (1, 2, 3, 6, 20, 50):
+                for k in (1, 3, 8, 20, 60, 500, limit * 4 + 8):
+                    want = _few_by_search(index, q, k, limit)
+                    before = len(searched)
+                    index.search = spy  # type: ignore[method-assign]
+                    got = index.in_few_papers(q, k, limit)
+                    index.search = search  # type: ignore[method-assign]
+                    if len(searched) > before:
+                        fell_back.append((k, limit))
+                    assert got == want, (q, k, limit)
+    # The search fallback ran (so it is tested too), and with the retriever's own k = limit * 4 + 8 the postings
+    # settled almost every case: the fallback needs a few papers holding most of the matching chunks.
+    assert fell_back
+    assert len([1 for k, limit in fell_back if k == limit * 4 + 8]) <= 0.1 * 2 * 37 * 6
+
+
+def test_in_few_papers_on_an_empty_index() -> None:
+    assert not LexicalIndex.build([]).in_few_papers("solar", 10, 2)
+
+
+QUESTIONS = [json.loads(line)["question"] for line in (ROOT / "eval" / "qa.jsonl").read_text().splitlines()[:40]
+             if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
+    s = make_settings(tmp_path_factory.mktemp("retrieve") / "data")
+    emb = HashEmbedder()
+    build_index(s, emb)
+    ip = IndexPaths.of(s)
+    return Retriever(emb, open_store(s, emb, create=False), LexicalIndex.load(ip.lexical), Catalog(ip.catalog),
+                     s.retrieval)
+
+
+def _with(r: Retriever, **changes: Any) -> Retriever:
+    return Retriever(r.embedder, r.store, r.lexical, r.catalog, replace(r.settings, **changes))
+
+
+class ExactStore:
+    """The `ChunkStore` query interface by brute force, ties broken by chunk id: post-filtering and `where` must
+    then agree exactly (Chroma's HNSW is approximate and its graph differs from build to build)."""
+
+    def __init__(self, store: ChunkStore, catalog: Catalog, embedder: HashEmbedder) -> None:
+        chunks = store.all_chunks()
+        papers = catalog.get_many(pid for _, pid, _ in chunks)
+        self.ids = [cid for cid, _, _ in chunks]
+        self.text = {cid: text for cid, _, text in chunks}
+        self.meta = [{"paper_id": pid, "source": papers[pid].source, "has_code": papers[pid].has_code}
+                     for _, pid, _ in chunks]
+        self.vectors = embedder.embed([text for _, _, text in chunks])
+        self.wheres: list[dict[str, Any] | None] = []
+
+    def query(self, vector: Any, k: int, where: dict[str, Any] | None = None, texts: bool = True) -> list[StoredChunk]:
+        self.wheres.append(where)
+        sims = self.vectors @ vector
+        order = sorted(range(len(self.ids)), key=lambda i: (-float(sims[i]), self.ids[i]))
+        out = [StoredChunk(self.ids[i], self.meta[i]["paper_id"], self.text[self.ids[i]] if texts else "",
+                           float(sims[i])) for i in order if _matches(where, self.meta[i])]
+        return out[:k]
+
+    def texts_of(self, chunk_ids: list[str]) -> dict[str, str]:
+        return {i: self.text[i] for i in chunk_ids if i in self.text}
+
+
+def _matches(where: dict[str, Any] | None, meta: dict[str, Any]) -> bool:
+    if not where:
+        return True
+    if "$and" in where:
+        return all(_matches(w, meta) for w in where["$and"])
+    ((key, cond),) = where.items()
+    return meta[key] in cond["$in"] if isinstance(cond, dict) else meta[key] == cond
+
+
+def _filters(cat: Catalog) -> list[Filters]:
+    some = frozenset(sorted(cat.ids())[:3])
+    return [Filters(has_code=True), Filters(has_code=False), Filters(sources=frozenset(cat.sources()[:1])),
+            Filters(paper_ids=some), Filters(paper_ids=frozenset(sorted(cat.ids())[:1])),
+            Filters(sources=frozenset(cat.sources()[:2]), has_code=False)]
+
+
+def test_filters_after_an_over_fetch_equal_where(retriever: Retriever) -> None:
+    exact = ExactStore(retriever.store, retriever.catalog, HashEmbedder())
+    fake: Any = exact
+    widened = 0
+    for candidates in (3, 10, 40):
+        post = Retriever(retriever.embedder, fake, retriever.lexical, retriever.catalog,
+                         replace(retriever.settings, candidates=candidates))
+        where = Retriever(retriever.embedder, fake, retriever.lexical, retriever.catalog,
+                          replace(retriever.settings, candidates=candidates, filter_fetch_max=0))  # always `where`
+        for f in _filters(retriever.catalog):
+            allowed = retriever.catalog.ids_where(f.sources, f.has_code, f.paper_ids)
+            for q in QUESTIONS[:12]:
+                exact.wheres.clear()
+                a = post.search(q, f)
+                used_where = any(w is not None for w in exact.wheres)
+                widened += len(exact.wheres) > 1
+                # only a filter keeping too small a share for filter_fetch_max falls back to `where`
+                assert used_where == (len(allowed) / 38 < candidates * 1.5 / retriever.settings.filter_fetch_max)
+                exact.wheres.clear()
+                b = where.search(q, f)
+                assert exact.wheres == [f.where()]
+                assert a.hits and [(h.paper.paper_id, h.score, h.passages, h.why) for h in a.hits] == \
+                    [(h.paper.paper_id, h.score, h.passages, h.why) for h in b.hits], (q, f, candidates)
+                assert all(h.paper.paper_id in allowed for h in a.hits)
+    assert widened  # some over-fetches came up short and were doubled
+
+
+def test_chroma_where_and_the_catalog_select_the_same_papers(retriever: Retriever) -> None:
+    vector = HashEmbedder().embed(["privacy leakage"])[0]
+    for f in _filters(retriever.catalog):
+        found = {c.paper_id for c in retriever.store.query(vector, 1000, where=f.where(), texts=False)}
+        assert found == retriever.catalog.ids_where(f.sources, f.has_code, f.paper_ids), f
+
+
+def test_passages_are_the_best_dense_chunks_of_each_paper_with_their_texts(retriever: Retriever) -> None:
+    for q in QUESTIONS:
+        got = retriever.search(q)
+        assert got.query_vector is not None
+        dense = retriever.store.query(got.query_vector, retriever.settings.candidates)  # texts included
+        assert all(c.text for c in dense)
+        for hit in got.hits:
+            want = sorted((Passage(c.chunk_id, c.text, c.similarity) for c in dense
+                           if c.paper_id == hit.paper.paper_id), key=lambda p: -p.score)[:3]
+            assert hit.passages == tuple(want)
+
+
+def test_distinctive_terms_are_those_a_search_per_term_finds_in_few_papers(retriever: Retriever) -> None:
+    lexical = retriever.lexical
+    assert lexical is not None
+    limit = max(2, retriever.catalog.count() // 200)
+    found = 0
+    for q in QUESTIONS + ["What does SOLAR stand for?", "What is PrivGate?"]:
+        got = retriever.search(q)
+        top = got.hits[0].paper
+        words = set(tokens(top.raw + " " + top.title))
+        want = tuple(t for t in dict.fromkeys(tokens(q)) if len(t) >= 3 and t in words
+                     and _few_by_search(lexical, t, limit * 4 + 8, limit))
+        assert got.distinctive == want, q
+        found += bool(want)
+    assert found  # some questions do have distinctive terms
+
+
+def test_bm25_top_k_equals_bm25s_retrieve_ties_included() -> None:
+    index = _toy_index()
+    model: Any = index._bm25
+    queries = [["w1"], ["w1", "w2"], ["w3", "w3", "burst"], ["burst", "llm-based", "llm"], ["absent"], ["w4", "absent"]]
+    for q in queries:
+        for k in (1, 5, 17, len(index)):
+            docs, scores = index._top(q, k)
+            want_docs, want_scores = model.retrieve([q], k=k, show_progress=False)
+            assert docs.tolist() == want_docs[0].tolist() and scores.tolist() == want_scores[0].tolist(), (q, k)
