@@ -43,10 +43,10 @@ class LexicalIndex:
         if scores and getattr(model, "nonoccurrence_array", None) is None:
             self._postings = (np.asarray(scores["indptr"]), np.asarray(scores["indices"]))
         # Each chunk's paper as a small integer, so "which papers" is a bincount, not a set of strings.
-        codes: dict[str, int] = {}
-        self._paper_of = np.fromiter((codes.setdefault(p, len(codes)) for p in paper_ids), dtype=np.int64,
-                                     count=len(paper_ids))
-        self._n_papers = len(codes)
+        self._codes: dict[str, int] = {}
+        self._paper_of = np.fromiter((self._codes.setdefault(p, len(self._codes)) for p in paper_ids),
+                                     dtype=np.int64, count=len(paper_ids))
+        self._n_papers = len(self._codes)
 
     def knows(self, term: str) -> bool:
         """Does any indexed word equal the term or start with it? ("mllm" is known through "mllms")."""
@@ -109,6 +109,11 @@ class LexicalIndex:
         # Ask for more when filtering, since filtered-out chunks are dropped after scoring.
         want = len(self.chunk_ids) if allowed is not None else min(k, len(self.chunk_ids))
         docs, scores = self._top(q, want)
+        if allowed is not None:  # keep the allowed chunks in order, as numpy masks rather than a loop over all
+            ok = np.zeros(self._n_papers, dtype=bool)
+            ok[[self._codes[p] for p in allowed if p in self._codes]] = True
+            keep = (scores > 0) & ok[self._paper_of[docs]]
+            docs, scores = docs[keep][:k], scores[keep][:k]
         out: list[tuple[str, str, float]] = []
         for idx, score in zip(docs, scores):
             if score <= 0:

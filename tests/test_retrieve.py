@@ -211,3 +211,15 @@ def test_bm25_top_k_equals_bm25s_retrieve_ties_included() -> None:
             docs, scores = index._top(q, k)
             want_docs, want_scores = model.retrieve([q], k=k, show_progress=False)
             assert docs.tolist() == want_docs[0].tolist() and scores.tolist() == want_scores[0].tolist(), (q, k)
+
+
+def test_filtered_bm25_search_keeps_the_order_of_the_full_ranking() -> None:
+    index = _toy_index()
+    model: Any = index._bm25
+    for q in ("w1 w2", "burst w3", "llm-based", "absent"):
+        docs, scores = model.retrieve([tokens(q)], k=len(index), show_progress=False)
+        for allowed in ({"p1", "p7", "p30"}, {f"p{i}" for i in range(0, 40, 3)}, set(), {"nope"}):
+            for k in (1, 4, 40):
+                want = [(index.chunk_ids[int(d)], index.paper_ids[int(d)], float(s))
+                        for d, s in zip(docs[0], scores[0]) if s > 0 and index.paper_ids[int(d)] in allowed][:k]
+                assert index.search(q, k, allowed=allowed) == want, (q, allowed, k)
