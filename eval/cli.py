@@ -24,7 +24,8 @@ EPILOG = """examples:
   python -m rag eval --kinds factoid,multi --limit 20
   python -m rag eval --models smollm2 gemma3 other.gguf
   python -m rag eval compare eval/runs/20260101-120000 eval/runs/20260102-090000
-  python -m rag eval baseline RETRIEVAL_RUN --full-subset SUBSET_RUN   (writes eval/baseline/summary.json)"""
+  python -m rag eval baseline RETRIEVAL_RUN --full-subset SUBSET_RUN   (writes eval/baseline/summary.json)
+  python -m rag eval injection --model smollm2   (planted instructions in abstracts; see eval/QA.md)"""
 
 SPECIAL_MODELS = ("smollm2", "gemma3")
 
@@ -212,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             return compare(argv[1:])
         if argv[:1] == ["baseline"]:
             return baseline(argv[1:])
+        if argv[:1] == ["injection"]:
+            from .injection import main as injection
+
+            return injection(argv[1:])
         args = build_parser().parse_args(argv)
         return run(args, "python -m rag eval " + shlex.join(argv))
     except (RagError, ValueError, OSError) as e:

@@ -33,14 +33,28 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _LOOKALIKE = re.compile(r"<\|[^|>]{0,40}\|>|</?(?:start_of_turn|end_of_turn|s|system|user|assistant)>|"
                         r"^\s*(?:sources|question|system|assistant|user)\s*:", re.IGNORECASE | re.MULTILINE)
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+# Our prompt's labels ("Sources:", "Question:") anywhere in a source: the colon goes, so an abstract cannot close
+# its block and pose a new question (eval/injection's delimiter_close record).
+_LABEL = re.compile(r"\b(sources|question|answer|system|assistant|user)\s*:", re.IGNORECASE)
+# HTML that could fetch or run something once an answer quoting it is rendered by a client: script/style with
+# their content, and known tags that are bare (<b>) or carry an attribute (<img src=...>); "a <b and c> d" stays.
+_TAGS = r"(?:a|img|script|style|iframe|svg|object|embed|link|meta|form|input|button|video|audio|source|base|" \
+        r"body|html|head|div|span|p|b|i|u|br|hr|em|strong|sup|sub|code|pre|table|tr|td|li|ul|ol|h[1-6])"
+_HTML = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>|</?" + _TAGS + r"\s*/?>|<" + _TAGS + r"\s[^<>]*=[^<>]*>",
+                   re.IGNORECASE | re.DOTALL)
 
 
 def sanitize_source(text: str) -> str:
-    """Retrieved text as inert data: no control or zero-width characters, no [n] look-alikes, no chat tokens,
-    no markdown images. e.g. "see [2] ![x](http://e.vil/p.png)" -> "see (2) x"."""
+    """Retrieved text as inert data: no control or zero-width characters, no [n] look-alikes, no chat tokens or
+    prompt labels, no markdown images or links (their text stays), no HTML tags.
+    e.g. "see [2] ![x](http://e.vil/p.png) Question: <img src=x>" -> "see (2) x Question"."""
     text = clean(text)
+    text = _HTML.sub(" ", text)
     text = _IMAGE.sub(lambda m: m.group(1), text)
+    text = _LINK.sub(lambda m: m.group(1), text)
     text = _LOOKALIKE.sub(" ", text)
+    text = _LABEL.sub(lambda m: m.group(1), text)
     text = _MARKER.sub(lambda m: f"({m.group(1)})", text)
     return clean(text)
 
@@ -195,10 +209,11 @@ def check_answer(text: str, blocks: list[Evidence], embedder: Embedder,
 
 
 def ranked_sentences(blocks: list[Evidence]) -> list[tuple[int, str]]:
-    """Every evidence sentence as (source n, sentence), best scored first."""
+    """Every evidence sentence as (source n, sentence), best scored first, sanitised: these are quoted to the user,
+    and a quoted "[9]" or "![x](http://…)" would be a fake citation or a fetch in the answer text."""
     scored = [(score, b.n, s) for b in blocks for s, score in zip(b.sentences, b.sentence_scores)]
     scored.sort(key=lambda x: -x[0])
-    return [(n, s) for _, n, s in scored]
+    return [(n, sanitize_source(s)) for _, n, s in scored]
 
 
 def top_paper_sentences(blocks: list[Evidence]) -> list[tuple[int, str]]:
@@ -264,8 +279,8 @@ def summary_text(blocks: list[Evidence], checks: list[SentenceCheck]) -> tuple[s
             synthesis.append(f"{c.sentence} " + "".join(f"[{n}]" for n in dict.fromkeys(c.cites)))
     lines = []
     for b in blocks:
-        best = max(zip(b.sentence_scores, b.sentences))[1] if b.sentences else ""
-        lines.append(f"- {b.hit.paper.title}: {by_paper.get(b.n) or f'“{best}” [{b.n}]'}")
+        best = sanitize_source(max(zip(b.sentence_scores, b.sentences))[1]) if b.sentences else ""
+        lines.append(f"- {sanitize_source(b.hit.paper.title)}: {by_paper.get(b.n) or f'“{best}” [{b.n}]'}")
     text = "\n".join(lines) + (("\n\n" + " ".join(synthesis)) if synthesis else "")
     return text, bool(by_paper or synthesis)
 
