@@ -215,7 +215,8 @@ def _worker(argv: list[str]) -> int:
     from .ingest import ingest_figures
 
     bar = _bar()
-    figures = ingest_figures(settings, [Path(a.corpus)], SentenceTransformerEmbedder(settings.embedding),
+    embedder = SentenceTransformerEmbedder(settings.embedding, settings.paths.data_dir)
+    figures = ingest_figures(settings, [Path(a.corpus)], embedder,
                              approx=a.approx, progress=bar)
     print(json.dumps(figures), flush=True)
     return 0
@@ -248,10 +249,11 @@ def main(argv: list[str] | None = None) -> int:
                     replicate=args.replicate, out=args.out)
         from rag.embed import SentenceTransformerEmbedder
 
-        embedder = SentenceTransformerEmbedder(settings.embedding)
+        embedder = SentenceTransformerEmbedder(settings.embedding, settings.paths.data_dir)
 
         def make(batch: int) -> Embedder:
-            return SentenceTransformerEmbedder(replace(settings.embedding, batch_size=batch))
+            return SentenceTransformerEmbedder(replace(settings.embedding, batch_size=batch),
+                                               settings.paths.data_dir)
 
         command = "python -m rag bench " + shlex.join(argv)
         res = run(plan, settings, embedder, make_embedder=make, command=command.strip())

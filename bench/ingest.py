@@ -115,7 +115,7 @@ def ingest_figures(settings: Settings, paths: list[Path], embedder: Embedder, ap
     parse = {"seconds": sample["seconds"] * papers / max(1, sample["papers"]), "sampled_papers": sample["papers"]}
     store_s = max(0.0, total - parse["seconds"] - embed_s)
     return {
-        "papers": papers, "chunks": chunks, "approx_vectors": approx,
+        "papers": papers, "chunks": chunks, "approx_vectors": approx, "embedding_backend": settings.embedding.backend,
         "chunks_per_paper": round(chunks / papers, 2) if papers else 0.0,
         "parse": {"seconds": round(parse["seconds"], 2), "papers_per_s": _rate(papers, parse["seconds"]),
                   "chunks_per_s": _rate(chunks, parse["seconds"]), "sampled_papers": parse["sampled_papers"]},

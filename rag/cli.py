@@ -217,7 +217,8 @@ def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
 
         cat = Catalog(ip.catalog)
         papers = cat.count()
-        chunks = open_store(settings, SentenceTransformerEmbedder(settings.embedding), create=False).count()
+        embedder = SentenceTransformerEmbedder(settings.embedding, settings.paths.data_dir)
+        chunks = open_store(settings, embedder, create=False).count()
     try:
         model = str(resolve_model(settings.generation))
     except RagError as e:

@@ -69,7 +69,8 @@ class Assistant:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = SentenceTransformerEmbedder(self.settings.embedding)
+            self._embedder = SentenceTransformerEmbedder(self.settings.embedding,
+                                                         cache_dir=self.settings.paths.data_dir)
         return self._embedder
 
     @property
@@ -264,7 +265,7 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
            keep_removed: bool = False, rebuild: bool = False, progress: Progress | None = None) -> IngestSummary:
     """build_index with the real embedder by default. A second writer fails before any model loads."""
     check_unlocked(settings)
-    embedder = embedder or SentenceTransformerEmbedder(settings.embedding)
+    embedder = embedder or SentenceTransformerEmbedder(settings.embedding, cache_dir=settings.paths.data_dir)
     return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
                        progress=progress)
 

@@ -1,0 +1,132 @@
+"""The onnxruntime adapter (the only module that imports onnxruntime): a sentence encoder exported to ONNX once,
+cached in the data folder, optionally quantized to int8, and run with onnxruntime on the CPU.
+
+It owns the cached artefact: `<cache_dir>/<stem>.onnx` plus `<stem>.json`, a record of the key it was built for
+(model files, library versions, format) and the file's sha256. Both are written atomically (a temp file in the same
+folder, then a rename; the record last, so a model file without a matching record is never trusted), and the file
+is checked against the record on every load: a corrupt, truncated or stale artefact is rebuilt, never used.
+
+It does not tokenize or pool (the caller feeds token ids; pooling is baked into the exported graph) and does not
+export: the torch side of the export lives with the sentence-transformers adapter (rag/embed.py) and is passed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .records import ConfigError
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # bump when the exported graph changes shape, so old artefacts are rebuilt
+
+
+def runtime_version() -> str:
+    import onnxruntime
+
+    return str(onnxruntime.__version__)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def _verified(model: Path, record: Path, key: str) -> bool:
+    """True when the record names this key and the file's digest matches it."""
+    try:
+        rec = json.loads(record.read_text(encoding="utf-8"))
+        return bool(rec.get("key") == key and rec.get("bytes") == model.stat().st_size
+                    and rec.get("sha256") == _sha256(model))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _build(folder: Path, export: Callable[[Path], None], quantize: bool) -> Path:
+    """Export (and quantize) into `folder`; returns the finished file."""
+    fp32 = folder / "fp32.onnx"
+    export(fp32)
+    if not quantize:
+        return fp32
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = folder / "int8.onnx"
+    # Weights int8 per output channel, activations quantized per batch at run time (u8 x s8: the VNNI path).
+    quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, per_channel=True)
+    return out
+
+
+def artefact(cache_dir: Path, stem: str, key: str, export: Callable[[Path], None], quantize: bool) -> Path:
+    """The verified cached model for `key`, exported (and quantized) first when missing, stale or corrupt.
+
+    Raises OSError when cache_dir cannot be written (the caller then builds a throwaway copy).
+    """
+    model, record = cache_dir / f"{stem}.onnx", cache_dir / f"{stem}.json"
+    if _verified(model, record, key):
+        return model
+    if model.exists() or record.exists():
+        log.warning("%s: stale or corrupt ONNX artefact, rebuilding it", model)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".export-") as tmp:
+        built = _build(Path(tmp), export, quantize)
+        digest, size = _sha256(built), built.stat().st_size
+        built.replace(model)  # same folder, so the rename is atomic
+        _write_atomic(record, json.dumps({"key": key, "sha256": digest, "bytes": size}, indent=1).encode())
+    log.info("%s: exported (%.1f MB)", model, size / 1e6)
+    return model
+
+
+class OnnxEncoder:
+    """An onnxruntime session over an exported sentence encoder: token ids in, pooled vectors out."""
+
+    def __init__(self, cache_dir: Path | None, stem: str, key: str, export: Callable[[Path], None],
+                 quantize: bool, threads: int = 0) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads  # 0 = one per physical core
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        # No busy-waiting between runs: the two cores are shared with Chroma's threads during ingest and with
+        # llama.cpp right after a query is embedded, and spinning workers would take CPU from both.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            if cache_dir is None:
+                raise OSError("no cache folder given")
+            path = artefact(cache_dir, stem, key, export, quantize)
+            self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except OSError as e:
+            # e.g. a read-only data folder: build a throwaway copy (the session holds the graph in memory).
+            log.warning("ONNX artefact not cached (%s); exporting to a temporary folder", e)
+            with tempfile.TemporaryDirectory(prefix="rag-onnx-") as tmp:
+                path = _build(Path(tmp), export, quantize)
+                self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own types for a graph it cannot run
+            raise ConfigError(f"embedding.backend: onnxruntime cannot run {stem}: {e}") from e
+        self.inputs = [i.name for i in self._session.get_inputs()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """Pooled vectors (not normalised) for one padded batch."""
+        out = self._session.run(None, {name: np.asarray(feeds[name], dtype=np.int64) for name in self.inputs})
+        return np.asarray(out[0], dtype=np.float32)

@@ -1,0 +1,143 @@
+"""Embedding backends: the setting, the fingerprint, the cached ONNX artefact (fake export), and the real backends
+(slow: all-MiniLM-L6-v2 under torch-int8 / onnx / onnx-int8 against float32 torch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SEEDS
+
+from rag.config import Chunking, Embedding, Settings, load
+from rag.onnx_embed import artefact
+from rag.records import ConfigError
+
+# Floor on the cosine between a backend's vector and float32 torch's for the same text. Measured on 2,000 chunk
+# texts of the synthetic corpus (bench/RESULTS.md, Ingest): min 1.0 / 0.986 / 0.952 (mean 1.0 / 0.9925 / 0.975).
+MIN_COSINE = {"onnx": 0.9999, "onnx-int8": 0.98, "torch-int8": 0.94}
+
+
+def test_fingerprint_tracks_the_backend_and_keeps_torch_indexes() -> None:
+    prints = {b: load(flags={"embedding.backend": b}, env={}).fingerprint() for b in MIN_COSINE | {"torch": 1}}
+    assert len(set(prints.values())) == 4
+    # torch hashes exactly what it hashed before the setting existed, so existing indexes stay valid.
+    legacy = {"embedding_model": Embedding().model, "chunking": dataclasses.asdict(Chunking())}
+    blob = json.dumps(legacy, sort_keys=True, default=str).encode()
+    assert prints["torch"] == hashlib.sha256(blob).hexdigest()[:12]
+    assert load(flags={"embedding.batch_size": 8}, env={}).fingerprint() == Settings().fingerprint()
+
+
+def test_unknown_backend_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="embedding.backend"):
+        load(flags={"embedding.backend": "tensorrt"}, env={})
+
+
+class FakeExport:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, out: Path) -> None:
+        self.calls += 1
+        out.write_bytes(b"graph" * 1000)
+
+
+def test_artefact_is_built_once_then_reused(tmp_path: Path) -> None:
+    export = FakeExport()
+    first = artefact(tmp_path, "m", "key1", export, quantize=False)
+    again = artefact(tmp_path, "m", "key1", export, quantize=False)
+    assert first == again and export.calls == 1
+    assert first.read_bytes() == b"graph" * 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.onnx"]  # no temp files left behind
+
+
+@pytest.mark.parametrize("damage", ["flip_byte", "truncate", "bad_record", "no_record", "other_key"])
+def test_corrupt_or_stale_artefact_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    export = FakeExport()
+    model = artefact(tmp_path, "m", "key1", export, quantize=False)
+    record = tmp_path / "m.json"
+    key = "key1"
+    if damage == "flip_byte":
+        data = bytearray(model.read_bytes())
+        data[100] ^= 0xFF
+        model.write_bytes(bytes(data))
+    elif damage == "truncate":
+        model.write_bytes(model.read_bytes()[:10])
+    elif damage == "bad_record":
+        record.write_text("{not json")
+    elif damage == "no_record":
+        record.unlink()
+    else:
+        key = "key2"  # e.g. the model files or onnxruntime changed
+    artefact(tmp_path, "m", key, export, quantize=False)
+    assert export.calls == 2
+    assert model.read_bytes() == b"graph" * 1000
+    assert json.loads(record.read_text())["key"] == key
+
+
+def test_unwritable_cache_raises_oserror(tmp_path: Path) -> None:
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the data folder should be")  # unwritable even for root
+    with pytest.raises(OSError):
+        artefact(blocker / "onnx", "m", "k", FakeExport(), quantize=False)
+
+
+# --- the real model -------------------------------------------------------------------------------------------
+
+
+def _chunk_texts(n: int = 64) -> list[str]:
+    from rag.chunk import approx_tokens, chunk_paper, embed_text
+    from rag.ingest import ParseReport, iter_papers
+
+    out = []
+    for paper in iter_papers([SEEDS], ParseReport()):
+        out += [embed_text(paper.title, c.text) for c in chunk_paper(paper, Chunking(), approx_tokens)]
+    return out[:n]
+
+
+@pytest.fixture(scope="module")
+def reference() -> tuple[list[str], np.ndarray]:
+    from rag.embed import SentenceTransformerEmbedder
+
+    texts = _chunk_texts()
+    return texts, SentenceTransformerEmbedder(Embedding(backend="torch")).embed(texts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", sorted(MIN_COSINE))
+def test_backend_agrees_with_float32(backend: str, reference: tuple[list[str], np.ndarray],
+                                     tmp_path: Path) -> None:
+    from rag.embed import SentenceTransformerEmbedder
+
+    texts, ref = reference
+    emb = SentenceTransformerEmbedder(Embedding(backend=backend), cache_dir=tmp_path)
+    vectors = emb.embed(texts)
+    assert vectors.shape == ref.shape and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(emb.embed(texts), vectors)  # deterministic
+    cosine = (vectors * ref).sum(axis=1)
+    assert cosine.min() >= MIN_COSINE[backend], (backend, float(cosine.min()))
+    assert emb.count_tokens(texts[0]) == len(emb._tokenizer(texts[0])["input_ids"])
+    # A query is a batch of one. int8 activations are quantized with one scale per batch, so a text's vector moves a
+    # little with its batch-mates (measured 0.993 for onnx-int8 here), within the same floor as against float32.
+    assert float(emb.embed([texts[3]])[0] @ vectors[3]) >= MIN_COSINE[backend]
+
+
+@pytest.mark.slow
+def test_onnx_artefact_cached_and_rebuilt_when_corrupt(tmp_path: Path,
+                                                       reference: tuple[list[str], np.ndarray]) -> None:
+    from rag.embed import SentenceTransformerEmbedder
+
+    texts = reference[0][:8]
+    first = SentenceTransformerEmbedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path).embed(texts)
+    (model,) = (tmp_path / "onnx").glob("*.onnx")
+    stamp = model.stat().st_mtime_ns
+    SentenceTransformerEmbedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path)
+    assert model.stat().st_mtime_ns == stamp  # reused, not re-exported
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])  # a torn write
+    again = SentenceTransformerEmbedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path).embed(texts)
+    assert np.array_equal(again, first)
+    assert model.stat().st_size > 0 and model.stat().st_mtime_ns != stamp
