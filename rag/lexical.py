@@ -127,13 +127,14 @@ class LexicalIndex:
         return out
 
     def _top(self, q: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """bm25s' `retrieve([q], k)` for one query: the same scores and the same selection, so the same order
-        (ties included), without its per-call overhead and its `np.add.at`, e.g. 29 -> 5 ms at 295k chunks.
+        """The k best chunks for the query words, best first, ties broken by chunk order: (docs, scores).
 
-        A word's postings hold each chunk once, so `scores[docs] += data` adds exactly what `np.add.at` adds, in
-        the same order of words."""
-        from bm25s.selection import topk
-
+        Scores are summed from the words' postings (a chunk without the word scores 0 in bm25s' "lucene" variant),
+        then only the chunks that contain a query word compete: at 295k chunks, a top-k over all scores (bm25s'
+        `retrieve`, or its `topk`) took 25 ms, nearly all of it partitioning zeros; over the 40-110k scored chunks
+        it takes 2 ms, with the same scores in the same order (30 of 30 bench questions). A word's postings hold
+        each chunk once, so `total[docs] += data` adds exactly what bm25s' `np.add.at` adds.
+        """
         model: Any = self._bm25
         if self._postings is None:
             docs, scores = model.retrieve([q], k=k, show_progress=False)
@@ -143,8 +144,14 @@ class LexicalIndex:
         total = np.zeros(model.scores["num_docs"], dtype=np.dtype(model.dtype))
         for i in model.get_tokens_ids(q):
             total[indices[indptr[i]:indptr[i + 1]]] += data[indptr[i]:indptr[i + 1]]
-        scores, docs = topk(total, k=k, backend="numpy", sorted=True)
-        return docs, scores
+        docs = np.flatnonzero(total > 0)
+        scores = total[docs]
+        if len(docs) > k:  # keep everything scoring at least the k-th best, ties included, then order and cut
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            keep = scores >= kth
+            docs, scores = docs[keep], scores[keep]
+        order = np.lexsort((docs, -scores))[:k]  # by score, then by chunk position: the same order on every run
+        return docs[order], scores[order]
 
     def in_few_papers(self, query: str, k: int, limit: int) -> bool:
         """Whether `search(query, k)` returns chunks of between 1 and `limit` distinct papers.
