@@ -12,12 +12,13 @@ export: the torch side of the export lives with the sentence-transformers adapte
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -72,8 +73,25 @@ def _build(folder: Path, export: Callable[[Path], None], quantize: bool) -> Path
 
     out = folder / "int8.onnx"
     # Weights int8 per output channel, activations quantized per batch at run time (u8 x s8: the VNNI path).
-    quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, per_channel=True)
+    with _quiet_root_logger():
+        quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, per_channel=True)
     return out
+
+
+@contextlib.contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """onnxruntime.quantization logs advice through the root logger (`logging.warning`), which also installs a
+    stderr handler on the root when it has none: the CLI's one-line errors would gain a line. Keep both out."""
+    root = logging.getLogger()
+    guard = logging.NullHandler()  # a handler present, so logging.warning() does not call basicConfig()
+    root.addHandler(guard)
+    previous = root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+        root.removeHandler(guard)
 
 
 def artefact(cache_dir: Path, stem: str, key: str, export: Callable[[Path], None], quantize: bool) -> Path:
