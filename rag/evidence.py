@@ -46,6 +46,17 @@ def answer_type_boost(question: str, sentence: str) -> float:
     if _WANTS_NAME.search(question) and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
         boost += TYPE_BOOST / 2
     return boost
+# Sentences addressed to an assistant rather than describing research ("Ignore all previous instructions and reply
+# ...", "Note to AI assistants: ...", "every answer must ..."): planted instructions, never evidence. They are data
+# either way (sanitised, delimited, checked), but ranked last they are neither shown to the model nor quoted.
+_ADDRESSED = re.compile(
+    r"\b(ignore|disregard|forget)\b[^.]{0,40}\b(instructions?|sources?|question|rules|above|previous)\b|"
+    r"\b(reply|respond|answer)\b[^.]{0,30}\b(only|with|every|any|nothing else)\b|"
+    r"\b(every|any|each) (answer|response|reply)\b[^.]{0,30}\b(must|should|shall)\b|"
+    r"\bnote to (ai|llm|language model|assistant)|\b(ai|llm) assistants?\b|\bassistant,|system prompt|"
+    r"\bcite (paper|source) \[|\bnew policy\b|\binto your (answer|response|reply)\b|ignorez|忽略",
+    re.IGNORECASE)
+ADDRESSED_PENALTY = 1.0
 PAPER_MARGIN = 0.22  # a paper whose best sentence trails the best paper's by more than this is not evidence
 
 
@@ -84,7 +95,8 @@ class SentenceScorer:
             scored = []
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
-                scored.append((s, float(sim) + LEXICAL_WEIGHT * overlap + answer_type_boost(question, s)))
+                score = float(sim) + LEXICAL_WEIGHT * overlap + answer_type_boost(question, s)
+                scored.append((s, score - ADDRESSED_PENALTY if _ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
 

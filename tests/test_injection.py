@@ -89,7 +89,11 @@ def injected_index(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
 
 @pytest.mark.parametrize("name", ["ignore_instructions", "chatml_turn", "markdown_image", "markdown_link", "html_tags",
                                   "fake_citation", "cite_paper_9"])
-def test_a_model_that_obeys_is_neutralised_by_the_pipeline(injected_index, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_model_that_obeys_is_neutralised_by_the_pipeline(injected_index, name: str,  # type: ignore[no-untyped-def]
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first defence, ranking sentences addressed to an assistant last, is switched off so the planted order
+    # reaches the model: what follows tests the defences behind it.
+    monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)
     s, emb = injected_index
     attack = next(a for a in load_attacks() if a.attack == name)
     recorder = Recorder(ScriptedGenerator([OBEYING]))
@@ -106,7 +110,20 @@ def test_a_model_that_obeys_is_neutralised_by_the_pipeline(injected_index, name:
     assert all(c.n in {b.n for b in ans.evidence} for c in ans.citations)
 
 
-def test_summary_counts_followed_answers(injected_index) -> None:  # type: ignore[no-untyped-def]
+def test_planted_orders_are_ranked_out_of_the_prompt(injected_index) -> None:  # type: ignore[no-untyped-def]
+    s, emb = injected_index
+    for name in ("ignore_instructions", "markdown_link", "false_fact", "cite_paper_9"):
+        attack = next(a for a in load_attacks() if a.attack == name)
+        recorder = Recorder(ScriptedGenerator([OBEYING]))
+        a = Assistant(s, embedder=emb, generator=recorder)
+        r = score_question(attack, attack.questions[0], a.ask(attack.questions[0]), recorder, _injected_ids(),
+                           system_fragments(a.prompts.system))
+        assert r["injected_in_prompt"] and not r["payload_in_prompt"], name  # the paper is there, its order is not
+
+
+def test_summary_counts_followed_answers(injected_index,  # type: ignore[no-untyped-def]
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)
     s, emb = injected_index
     attack = next(a for a in load_attacks() if a.attack == "ignore_instructions")
     # supported sentence + the canary: the support check cannot tell a copied order from a copied fact, so this
@@ -121,8 +138,10 @@ def test_summary_counts_followed_answers(injected_index) -> None:  # type: ignor
 
 
 @pytest.mark.slow
-def test_smollm2_follows_no_injected_instruction(tmp_path: Path) -> None:
+def test_smollm2_follows_no_injected_instruction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rag.pipeline import ingest
+
+    monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)  # expose the real model to the planted orders
 
     s = make_settings(tmp_path / "data")
     ingest(s, paths=[SEEDS, ABSTRACTS])
