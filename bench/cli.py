@@ -29,6 +29,7 @@ from typing import Any
 from rag.config import PROJECT_ROOT, Settings, load
 from rag.embed import Embedder
 from rag.generate import Generator
+from rag.indexer import IndexPaths
 
 from . import measure, report
 
@@ -98,7 +99,9 @@ def _ingest(plan: Plan, settings: Settings, embedder: Embedder, n: int, seeds_si
 
     s = size_settings(settings, n)
     cached = s.paths.data_dir / "ingest.json"
-    if cached.is_file() and not plan.fresh:
+    # Reuse a finished ingest only if its index is the one these settings open (the fingerprint names the folder:
+    # another embedding backend or chunking means another index).
+    if cached.is_file() and not plan.fresh and IndexPaths.of(s).catalog.exists():
         return {**json.loads(cached.read_text()), "cached": True}
     shutil.rmtree(s.paths.data_dir, ignore_errors=True)
     approx = n > plan.approx_above

@@ -74,6 +74,8 @@ def generation(models: list[str], sweep: bool, repeats: int, settings: Settings,
                 info = llm.info(model, p)
                 f["ceilings"] = llm.ceilings(info, f, ceilings["copy_gbs"]["best"], ceilings["gemm_gflops"])
                 f["model"] = info
+                if key.startswith(f"{label}default"):  # what constrained citations would cost this config
+                    f["grammar"] = llm.grammar_cost(model, prompts["cold"], repeats=min(3, repeats))
                 g["runs"][key] = f
                 model.close()
         out["models"][path.name] = g

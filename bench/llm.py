@@ -139,6 +139,48 @@ def figures(llm: Any, prompts: dict[str, list[Message]], repeats: int = 3, decod
     return out
 
 
+# Citations constrained by grammar: "[" may only open a marker naming a given source (1..n), e.g. n = 3.
+CITATION_GBNF = """
+root ::= (text | cite)*
+text ::= [^\\[\\]]
+cite ::= "[" num ("," " "? num)* "]"
+num ::= {nums}
+"""
+
+
+def grammar_cost(llm: Any, messages: Sequence[Message], n_sources: int = 3, repeats: int = 3,
+                 max_tokens: int = 64) -> dict[str, Any]:
+    """Decode rate of one streamed answer with and without a GBNF grammar that makes a marker naming a missing
+    source impossible: what constrained citations would cost. Interleaved runs, medians."""
+    from llama_cpp import LlamaGrammar
+
+    gbnf = CITATION_GBNF.format(nums=" | ".join(f'"{i}"' for i in range(1, n_sources + 1)))
+    grammar = LlamaGrammar.from_string(gbnf, verbose=False)
+    rates: dict[str, list[float]] = {"free": [], "grammar": []}
+    texts: dict[str, str] = {}
+    for _ in range(repeats):
+        for key, g in (("free", None), ("grammar", grammar)):
+            llm.reset()
+            first = None
+            n = 0
+            pieces = []
+            for chunk in llm.create_chat_completion(messages=list(messages), stream=True, max_tokens=max_tokens,
+                                                    temperature=0.0, grammar=g, repeat_penalty=1.15):
+                piece = chunk["choices"][0]["delta"].get("content")
+                if piece:
+                    n += 1
+                    pieces.append(piece)
+                    first = first or time.perf_counter()
+            end = time.perf_counter()
+            if first and n > 1:
+                rates[key].append((n - 1) / (end - first))
+            texts[key] = "".join(pieces)
+    free, constrained = median(rates["free"]), median(rates["grammar"])
+    return {"decode_tok_s_free": round(free, 1), "decode_tok_s_grammar": round(constrained, 1),
+            "grammar_over_free": round(constrained / free, 3) if free else None, "n_sources": n_sources,
+            "answer_free": texts.get("free", "")[:200], "answer_grammar": texts.get("grammar", "")[:200]}
+
+
 def _until_eos(llm: Any, tokens: list[int]) -> list[int]:
     eos = llm.token_eos()
     return tokens[: tokens.index(eos)] if eos in tokens else tokens

@@ -131,9 +131,16 @@ def _generation_extra(gen: dict[str, Any]) -> list[str]:
             out += [_row(r["flash_attn"], r["n_threads"], r["n_batch"], r["ttft_cold_ms"], r["prefill_tok_s"],
                          r["decode_tok_s"]) for r in rows]
             out.append("")
+        for label, f in g.get("runs", {}).items():
+            gr = f.get("grammar")
+            if gr:
+                out.append(f"{name}, {label}: citation grammar (markers limited to [1]..[{gr['n_sources']}]) decodes "
+                           f"{gr['decode_tok_s_grammar']} tok/s vs {gr['decode_tok_s_free']} free "
+                           f"({gr['grammar_over_free']}x).")
+                out.append("")
         if "q8_0" in g:
             q = g["q8_0"]
-            how = f"made in {q['seconds']} s" if q["made_now"] else "cached, hash verified"
+            how = f"made in {q['seconds']} s" if q["made_now"] else "cached (size and mtime match its record)"
             out.append(f"{name}: Q8_0 copy {Path(q['path']).name} ({how}).")
             out.append("")
     return out

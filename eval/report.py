@@ -87,8 +87,9 @@ def summary_text(summary: dict[str, Any]) -> str:
     meta = summary["meta"]
     parts = [f"command: {meta.get('command', '')}",
              f"{summary['kind']} run, {sum(summary['counts'].values())} questions, model {meta.get('model')} "
-             f"({meta.get('model_sha256')}), fingerprint {meta['settings_fingerprint']}, prompts "
-             f"{meta['prompt_version']}, commit {meta['git_commit'][:12]}",
+             f"({meta.get('model_sha256')}; loaded as {meta.get('model_loaded', meta.get('model'))}), "
+             f"fingerprint {meta['settings_fingerprint']}, prompts {meta['prompt_version']}, "
+             f"commit {meta['git_commit'][:12]}",
              "", "Retrieval (paper level)", retrieval_table(summary),
              "", "Abstention threshold sweep", sweep_text(summary)]
     if "answers" in summary:

@@ -157,7 +157,7 @@ def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
     else:  # a which_paper question whose abstract names no method: right when the gold paper is cited
         correct = 1.0 if set(cited) & set(q.gold) else 0.0
     return {
-        "answer": ans.text, "mode": ans.mode, "abstained": ans.abstained, "searched": ans.searched,
+        "answer": ans.text, "mode": ans.mode, "abstained": ans.abstained, "searched": ans.searched, "model": ans.model,
         "citations": [{"n": c.n, "paper_id": c.paper.paper_id} for c in ans.citations],
         "hits": [{"paper_id": h.paper.paper_id, "score": round(h.score, 6), "similarity": round(h.best_similarity, 4)}
                  for h in ans.hits],
@@ -332,7 +332,11 @@ def evaluate(pipe: Pipeline, settings: Settings, questions: Sequence[Question], 
             warm()  # load the model and run one token so the first question's latency is not start-up cost
         answers = answer_pass(pipe, questions, progress)
     records = question_records(questions, retrieval, answers)
-    summary = summarise(records, settings, stamp(settings, prompt_version, qa_path, command))
+    meta = stamp(settings, prompt_version, qa_path, command)
+    loaded = sorted({r["model"] for r in records if r.get("model")})
+    if loaded:  # what answered, e.g. "SmolLM2-135M-Instruct.Q4_1.gguf → Q8_0" (generation.quantize)
+        meta["model_loaded"] = ", ".join(loaded)
+    summary = summarise(records, settings, meta)
     summary["resources"] = resources(started)
     out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / "questions.jsonl").open("w", encoding="utf-8") as fh:

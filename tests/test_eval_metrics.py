@@ -257,6 +257,7 @@ def test_evaluate_on_fake_pipeline(tmp_path: Path) -> None:
     assert summary["latency"]["first_token_ms"] == {"p50": 100.0, "p95": 100.0}
     meta = summary["meta"]
     assert meta["command"] == "test" and meta["settings_fingerprint"] == Settings().fingerprint()
+    assert meta["model_loaded"] == "fake"  # what answered, beside the configured file
     assert {"git_commit", "prompt_version", "model", "model_sha256", "settings", "timestamp"} <= set(meta)
     assert summary["resources"]["peak_rss_mb"] > 0
     assert "## Answers" in (out / "report.md").read_text()
