@@ -236,7 +236,7 @@ def extractive(blocks: list[Evidence], max_sentences: int = 3, name_paper: bool 
     parts = [f"“{s}” [{n}]" for n, s in top[:max_sentences]]
     text = QUOTED_PREFIX + " ".join(parts)
     if name_paper and top:
-        title = next(b.hit.paper.title for b in blocks if b.n == top[0][0])
+        title = sanitize_source(next(b.hit.paper.title for b in blocks if b.n == top[0][0]))
         text = f"{title.rstrip('.')} [{top[0][0]}]\n\n{text}"
     return text
 
