@@ -110,12 +110,9 @@ def detect_encoding(blocks: Iterable[bytes], where: str) -> str:
     """
     it = iter(blocks)
     first = next(it, b"")
-    if first.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
-        return "utf-32"
-    if first.startswith(codecs.BOM_UTF8):
-        return "utf-8-sig"
-    if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return "utf-16"
+    by_bom = _by_bom(first, it, where)
+    if by_bom is not None:
+        return by_bom
     if first.startswith(_BINARY_MAGIC) or b"\x00" in first[:65536]:
         raise IngestError(where, "binary file (not text); skipped")
     decoder = codecs.getincrementaldecoder("utf-8")()
@@ -143,6 +140,33 @@ def detect_encoding(blocks: Iterable[bytes], where: str) -> str:
         line = error[1] + 1 if error[2] == 0 else None
         raise IngestError(where, f"invalid UTF-8 at byte {error[0]}; skipped", line)
     return "latin-1" if undefined else "cp1252"  # five bytes are undefined in cp1252; latin-1 maps every byte
+
+
+def _by_bom(first: bytes, rest: Iterator[bytes], where: str) -> str | None:
+    """The encoding a byte-order mark names, checked over the whole file; None without a BOM.
+
+    FF FE 00 00 is the UTF-32 LE mark but also the UTF-16 LE mark followed by a NUL character, so both are tried
+    (UTF-32 first) and the one that decodes the whole file wins; a file neither decodes is an IngestError, never a
+    UnicodeDecodeError halfway through a streamed parse.
+    """
+    candidates = [enc for enc, boms in (("utf-32", (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
+                                        ("utf-16", (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)),
+                                        ("utf-8-sig", (codecs.BOM_UTF8,))) if first.startswith(boms)]
+    if not candidates:
+        return None
+    decoders = {enc: codecs.getincrementaldecoder(enc)() for enc in candidates}
+    valid = dict.fromkeys(candidates, True)
+    for block in itertools.chain([first], rest, [b""]):
+        for enc, decoder in decoders.items():
+            if valid[enc]:
+                try:
+                    decoder.decode(block, final=not block)
+                except UnicodeDecodeError:
+                    valid[enc] = False
+    for enc in candidates:
+        if valid[enc]:
+            return enc
+    raise IngestError(where, f"invalid {' / '.join(candidates)} (the file starts with its byte-order mark); skipped")
 
 
 def _strict(data: bytes, encoding: str, where: str) -> str:

@@ -293,3 +293,17 @@ def test_chunks_are_never_empty_always_fit_and_are_deterministic(scratch: Path, 
 def test_seeds_parse_the_same_twice() -> None:
     first = [p.to_dict() for p in iter_papers([SEEDS], ParseReport())]
     assert first == [p.to_dict() for p in iter_papers([SEEDS], ParseReport())] and len(first) == 38
+
+
+def test_utf16_text_starting_with_nul_is_not_mistaken_for_utf32(tmp_path: Path) -> None:
+    """FF FE 00 00 is the UTF-32 LE mark and also UTF-16 LE's mark + U+0000 (found by the property test above)."""
+    from rag.files import detect_encoding
+
+    assert detect_encoding(["\x000".encode("utf-16-le").join([codecs.BOM_UTF16_LE, b""])], "f") == "utf-16"
+    assert detect_encoding(["hi".encode("utf-32")], "f") == "utf-32"
+    with pytest.raises(IngestError, match="invalid utf-32 / utf-16"):
+        detect_encoding([codecs.BOM_UTF32_LE + b"0"], "f.jsonl")
+    f = tmp_path / "odd.jsonl"
+    f.write_bytes("\x000".encode("utf-16"))
+    report = ParseReport()
+    assert list(read_papers(f, report)) == [] and report.files == ["odd.jsonl"]
