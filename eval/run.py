@@ -278,7 +278,7 @@ def git_commit() -> str:
 
 @functools.lru_cache(maxsize=8)
 def _sha16(path: str, size: int, mtime_ns: int) -> str:  # size and mtime in the key: a replaced file is re-hashed
-    from rag.generate import file_sha256
+    from rag.files import file_sha256
 
     return file_sha256(Path(path))[:16]
 

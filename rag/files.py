@@ -9,6 +9,7 @@ papers is `ingest.py`'s job, not this module's.
 from __future__ import annotations
 
 import codecs
+import hashlib
 import itertools
 import os
 import re
@@ -91,6 +92,15 @@ def _inside(link: Path, base: Path) -> bool:
     except (OSError, RuntimeError):  # broken link or a loop (3.11 raises RuntimeError for loops)
         return False
     return target.is_relative_to(base)
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks (models and exports are hundreds of MB)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 # --- decoding --------------------------------------------------------------------------------------------------------

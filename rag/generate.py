@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .config import Generation
+from .files import file_sha256
 from .records import ModelError
 
 log = logging.getLogger(__name__)
@@ -177,18 +178,6 @@ def is_packaged_default(path: Path) -> bool:
         return path.resolve() == default_model_path().resolve()
     except ModelError:
         return False
-
-
-def file_sha256(path: Path, limit: int | None = None) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        read = 0
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-            read += len(block)
-            if limit is not None and read >= limit:
-                break
-    return h.hexdigest()
 
 
 # GGUF metadata value types (gguf spec): struct formats of the fixed-size ones; 8 = string, 9 = array.

@@ -18,7 +18,6 @@ Not done here: parsing (ingest.py), chunking (chunk.py), opening Chroma (store.p
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import time
@@ -31,6 +30,7 @@ from .catalog import check_unlocked as catalog_check_unlocked
 from .chunk import chunk_paper, embed_text
 from .config import Settings
 from .embed import Embedder
+from .files import file_sha256
 from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
 from .records import Chunk, IngestError, Paper, StoreLockedError
@@ -102,14 +102,6 @@ def open_store(settings: Settings, embedder: Embedder, create: bool = True) -> C
                       create=create, stamp=stamp)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _source_name(path: Path, root: Path) -> str:
     """The record's `source`: the path below the ingested folder (for the seeds, just the file name)."""
     return str(path.relative_to(root)) if root.is_dir() and path.is_relative_to(root) else path.name
@@ -167,7 +159,7 @@ class _Run:
 
     def file(self, path: Path, root: Path, source: str, vanished: set[str]) -> None:
         try:
-            digest = _sha256(path)
+            digest = file_sha256(path)
         except OSError as e:
             self.report.skipped.append(Skip(source, f"cannot read ({e.strerror or e})"))
             return

@@ -13,7 +13,6 @@ export: the torch side of the export lives with the sentence-transformers adapte
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import file_sha256
 from .records import ConfigError
 
 log = logging.getLogger(__name__)
@@ -34,14 +34,6 @@ def runtime_version() -> str:
     import onnxruntime
 
     return str(onnxruntime.__version__)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -58,7 +50,7 @@ def _verified(model: Path, record: Path, key: str) -> bool:
     try:
         rec = json.loads(record.read_text(encoding="utf-8"))
         return bool(rec.get("key") == key and rec.get("bytes") == model.stat().st_size
-                    and rec.get("sha256") == _sha256(model))
+                    and rec.get("sha256") == file_sha256(model))
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -107,7 +99,7 @@ def artefact(cache_dir: Path, stem: str, key: str, export: Callable[[Path], None
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".export-") as tmp:
         built = _build(Path(tmp), export, quantize)
-        digest, size = _sha256(built), built.stat().st_size
+        digest, size = file_sha256(built), built.stat().st_size
         built.replace(model)  # same folder, so the rename is atomic
         _write_atomic(record, json.dumps({"key": key, "sha256": digest, "bytes": size}, indent=1).encode())
     log.info("%s: exported (%.1f MB)", model, size / 1e6)
