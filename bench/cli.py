@@ -1,8 +1,8 @@
 """`python -m rag bench`: run the measurements and write bench/results/<stamp>.json and .md (git-ignored).
 
-Sections (all by default; `--only` picks some): ingest, retrieval, hnsw, embed, generation, e2e. Corpora are the
-seeds and synthetic JSONL corpora (bench/corpus.py) cached under <data-dir>/bench/corpora; each size gets its own
-index under <data-dir>/bench/size-N, built once by a worker process (so its peak RSS is its own) and reused by
+Sections (all by default; `--only` picks some): ingest, retrieval, hnsw, embed, generation, formats, e2e. Corpora
+are the seeds and synthetic JSONL corpora (bench/corpus.py) cached under <data-dir>/bench/corpora; each size gets its
+own index under <data-dir>/bench/size-N, built once by a worker process (so its peak RSS is its own) and reused by
 later runs unless --fresh. Sizes above --approx-above are built with approximate vectors (bench/ingest.py says
 how), and labelled so in every figure.
 
@@ -39,7 +39,7 @@ EPILOG = """examples:
   python -m rag bench                                  # seeds + 10,000 papers, every section
   python -m rag bench --sizes 38 10000 100000          # adds 100,000 (built with approximate vectors)
   python -m rag bench --only generation --models smollm2 gemma3 --repeats 5"""
-SECTIONS = ("ingest", "retrieval", "hnsw", "embed", "generation", "e2e")
+SECTIONS = ("ingest", "retrieval", "hnsw", "embed", "generation", "formats", "e2e")
 
 
 @dataclass
@@ -171,6 +171,8 @@ def run(plan: Plan, settings: Settings, embedder: Embedder, generator: Generator
 
         res["generation"] = generation(plan.models, plan.sweep, plan.repeats, settings, small, embedder, generator,
                                        qs, res["ceilings"])
+    if section("formats") and small is not None and generator is None:  # real GGUFs only
+        res["formats"] = _formats(plan, settings, small, embedder, qs, res["ceilings"]["copy_gbs"]["best"])
     if section("e2e") and small is not None:
         res["end_to_end"] = {}
         for n in built[:2]:
@@ -183,6 +185,24 @@ def run(plan: Plan, settings: Settings, embedder: Embedder, generator: Generator
                 res["end_to_end"][str(n)] = {"error": f"{type(e).__name__}: {e}"}
     res["seconds"] = round(time.perf_counter() - started, 1)
     return res
+
+
+def _formats(plan: Plan, settings: Settings, small: Settings, embedder: Embedder, qs: list[str],
+             copy_gbs: float) -> dict[str, Any]:
+    """Speed and fidelity of the first model's requantized copies (bench/formats.py), on the pipeline's prompt."""
+    from rag.generate import LlamaGenerator, physical_cores
+
+    from . import e2e
+    from .formats import formats
+    from .generation import model_path
+
+    gs = settings.generation
+    path = model_path(plan.models[0], settings)
+    prompts = e2e.capture_prompts(small, embedder, LlamaGenerator(replace(gs, model_path=str(path)),
+                                                                  settings.paths.data_dir / "bench"), qs)
+    texts = _chunk_texts(settings, min(plan.sizes), embedder, limit=8)
+    return formats(path, settings.paths.data_dir / "bench" / "models" / "prepared", prompts["cold"], texts,
+                   gs.n_threads or physical_cores(), gs.n_batch, copy_gbs, repeats=min(3, plan.repeats))
 
 
 def _chunk_texts(settings: Settings, n: int, embedder: Embedder, limit: int = 512) -> list[str]:
