@@ -3,8 +3,10 @@
 `generation.quantize = "auto"` loads a Q8_0 copy of a Q4_0/Q4_1 file. This section measures why, and what the other
 formats would give: each candidate is made once from the model with `rag.generate.quantized_copy` (the app's own
 code), then measured with llama.cpp at the app's settings:
-- speed: prefill and decode tok/s on the pipeline's cold prompt, the bytes of weights read per decoded token, the
-  rate those bytes are read at while decoding (bytes x tok/s) and that over the copy bandwidth (the issue's ceiling);
+- speed: prefill and decode tok/s on the pipeline's cold prompt (decode both through llama-cpp-python's `generate`
+  and through a bare C-API loop, `bench.llm.raw_decode_rate`, to show what the binding costs), the bytes of weights
+  read per decoded token, the rate they are read at while decoding (bytes x tok/s) and that over the copy bandwidth
+  (the issue's ceiling);
 - fidelity: next-token distributions over the seed chunks compared with an F16 copy (which holds a 4-bit file's
   values with at most F16 rounding): mean KL divergence, top-1 agreement and perplexity, the figures llama.cpp's
   own `perplexity --kl-divergence` reports. A format that decodes faster but moves the distributions (a Q4_1 file
@@ -97,10 +99,11 @@ def formats(path: Path, folder: Path, messages: Sequence[Message], texts: Sequen
             info = llm.info(model, p)
             cold = llm.render(model, messages)
             prefill = llm.prefill_rate(model, cold, repeats)
-            rates = []
+            rates, raw = [], []
             for _ in range(repeats):
                 model.reset()
                 rates.append(llm._first_token(model, cold, 64)[1])
+                raw.append(llm.raw_decode_rate(model, cold, 64))
             if not tokens:
                 tokens = fidelity_tokens(model, texts, 256)
         finally:
@@ -112,6 +115,7 @@ def formats(path: Path, folder: Path, messages: Sequence[Message], texts: Sequen
             ref = logprobs
         rows[name] = {"file": p.name, "tensor_mb": round(info["tensor_bytes"] / 2**20, 1),
                       "prefill_tok_s": round(prefill, 1), "decode_tok_s": round(decode, 1),
+                      "decode_raw_c_tok_s": round(median(raw), 1),
                       "decode_read_gbs": round(read_gbs, 1), "decode_vs_copy_ceiling": round(read_gbs / copy_gbs, 3),
                       **compare(ref, logprobs, tokens)}
     return {"model": path.name, "threads": threads, "n_batch": n_batch, "copy_gbs": copy_gbs,

@@ -81,6 +81,40 @@ def _first_token(llm: Any, tokens: list[int], decode: int = 0) -> tuple[float, f
     return first - t, rate, out
 
 
+def raw_decode_rate(llm: Any, tokens: list[int], n: int = 64) -> float:
+    """Greedy decode tok/s through llama.cpp's C API alone: one `llama_decode` per token and a numpy argmax over the
+    logits, none of llama-cpp-python's per-token Python (sampling, scores bookkeeping, detokenizing). Set against
+    the `generate` rate it splits a slow decode between the binding and llama.cpp itself."""
+    import ctypes
+
+    import llama_cpp
+    import numpy as np
+
+    ctx = llm._ctx.ctx
+    llm.reset()
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+    for i in range(0, len(tokens), llm.n_batch):
+        part = tokens[i:i + llm.n_batch]
+        llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one((llama_cpp.llama_token * len(part))(*part),
+                                                                   len(part)))
+    n_vocab = llm.n_vocab()
+
+    def argmax() -> int:
+        logits = llama_cpp.llama_get_logits_ith(ctx, -1)
+        return int(np.argmax(np.ctypeslib.as_array(ctypes.cast(logits, ctypes.POINTER(ctypes.c_float)),
+                                                   shape=(n_vocab,))))
+
+    one = (llama_cpp.llama_token * 1)(argmax())
+    t = time.perf_counter()
+    for _ in range(n):
+        llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(one, 1))
+        one[0] = argmax()
+    rate = n / (time.perf_counter() - t)
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+    llm.reset()  # the Llama object's own token bookkeeping no longer matches the context: start it afresh
+    return rate
+
+
 def prefill_rate(llm: Any, tokens: list[int], repeats: int) -> float:
     rates = []
     for _ in range(repeats):
