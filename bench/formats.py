@@ -1,8 +1,8 @@
 """Formats section of the bench: which GGUF format the default model should decode from, by speed and fidelity.
 
-`generation.quantize = "auto"` loads a Q8_0 copy of a Q4_0/Q4_1 file. This section measures why, and what the other
-formats would give: each candidate is made once from the model with `rag.generate.quantized_copy` (the app's own
-code), then measured with llama.cpp at the app's settings:
+`generation.quantize = "auto"` loads a Q8_0 copy of a Q4_1/Q5_0/Q5_1 file and leaves Q4_0 alone. This section
+measures why, and what the other formats would give: each candidate is made once from the model with
+`rag.generate.quantized_copy` (the app's own code), then measured with llama.cpp at the app's settings:
 - speed: prefill and decode tok/s on the pipeline's cold prompt (decode both through llama-cpp-python's `generate`
   and through a bare C-API loop, `bench.llm.raw_decode_rate`, to show what the binding costs), the bytes of weights
   read per decoded token, the rate they are read at while decoding (bytes x tok/s) and that over the copy bandwidth
@@ -35,7 +35,7 @@ from .measure import median
 log = logging.getLogger(__name__)
 
 # llama_ftype values (llama.h). F16 first: it is the fidelity reference.
-FORMATS = {"F16": 1, "Q8_0": 7, "Q5_1": 9, "Q4_K_M": 15, "IQ4_NL": 25, "Q4_0": 2}
+FORMATS = {"F16": 1, "Q8_0": 7, "Q5_1": 9, "Q5_0": 8, "Q4_K_M": 15, "IQ4_NL": 25, "Q4_0": 2}
 
 
 def fidelity_logprobs(path: Path, texts: Sequence[str], threads: int, max_tokens: int = 256) -> list[np.ndarray]:

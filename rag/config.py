@@ -82,9 +82,9 @@ class Generation:
                          "cold TTFT with the Q8_0 copy)", 128)
     n_ubatch: int = _desc("prompt tokens per physical compute batch; 0 = n_batch", 0)
     flash_attn: bool = _desc("llama.cpp flash attention (bench: no faster on CPU for a 135M model, so off)", False)
-    quantize: str = _desc("'auto': load a Q8_0 copy, made once under <data_dir>/models/prepared, of a Q4_0/Q4_1 GGUF "
-                          "under 1 GB (Q4_1 CPU kernels are slow: prefill ~300 -> ~600 tok/s); 'q8_0': always "
-                          "make the copy; 'off': load the file as it is", "auto")
+    quantize: str = _desc("'auto': load a Q8_0 copy, made once under <data_dir>/models/prepared, of a Q4_1/Q5_0/Q5_1 "
+                          "GGUF under 1 GB (their CPU kernels are slow: prefill ~300 -> ~600 tok/s; Q4_0 is fast "
+                          "as it is); 'q8_0': always make the copy; 'off': load the file as it is", "auto")
     n_gpu_layers: int = _desc("layers offloaded to a GPU (-1 = all)", 0)
     temperature: float = _desc("sampling temperature (0 = greedy)", 0.0)
     max_tokens: int = _desc("most tokens generated per answer", 120)

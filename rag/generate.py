@@ -13,9 +13,13 @@ from the GGUF and is rendered by llama-cpp-python in a sandboxed Jinja environme
 the probe renders it once there too, so a template that reaches for Python internals, hangs, or refuses our
 system + user messages is refused before the model is used. A GGUF without a template falls back to `chat_format`.
 
-Preparation (`prepare_model`): llama.cpp's Q4_0/Q4_1 CPU kernels are slow (SmolLM2 Q4_1 prefills ~300 tok/s on two
-cores, its Q8_0 requantization ~600), so by default a small Q4_0/Q4_1 GGUF is requantized to Q8_0 once with
-llama.cpp's own quantize API and the copy is loaded instead. The copy lives in `<data_dir>/models/prepared` beside a
+Preparation (`prepare_model`): llama.cpp's Q4_1, Q5_0 and Q5_1 CPU kernels are slow (SmolLM2 Q4_1 prefills ~300 tok/s
+on two cores, its Q8_0 requantization ~600), so by default a small file of those types is requantized to Q8_0 once
+with llama.cpp's own quantize API and the copy is loaded instead. Q4_0 is left alone: llama.cpp repacks it at load
+into interleaved blocks with fast AVX2/AVX-512 and NEON kernels, so it prefills faster than its own Q8_0 copy (800
+vs 500 tok/s) and decodes faster (116 vs 98); Q8_0 of a Q4_1 file, by contrast, is near-lossless (KL divergence to
+an F16 copy 0.006) where Q4_0 of it is not (0.40; perplexity +26 %), so "auto" never goes down to Q4_0 either
+(bench/formats.py measures all of this). The copy lives in `<data_dir>/models/prepared` beside a
 JSON record of its source; it is remade when the source, the copy or llama-cpp-python changes, and any failure
 (read-only folder, full disk, quantize error) falls back to the original with a warning. This module does not
 download or convert anything else (no other formats, no K-quants: those already have fast kernels).
@@ -49,9 +53,10 @@ DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Chat-turn tokens some models print as text when their template does not match: never part of an answer.
 TURN_MARKERS = ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|endoftext|>"]
 MIN_GGUF_BYTES = 1 << 20  # a real model is megabytes; anything smaller is truncated or not a model
-# llama_ftype values (llama.h): the 4-bit types whose CPU kernels "auto" replaces, and the type it makes.
-FTYPE_Q4_0, FTYPE_Q4_1, FTYPE_Q8_0 = 2, 3, 7
-FTYPE_NAMES = {FTYPE_Q4_0: "Q4_0", FTYPE_Q4_1: "Q4_1", FTYPE_Q8_0: "Q8_0"}
+# llama_ftype values (llama.h): the types whose slow CPU kernels "auto" replaces, and the type it makes.
+FTYPE_Q4_0, FTYPE_Q4_1, FTYPE_Q8_0, FTYPE_Q5_0, FTYPE_Q5_1 = 2, 3, 7, 8, 9
+FTYPE_NAMES = {FTYPE_Q4_0: "Q4_0", FTYPE_Q4_1: "Q4_1", FTYPE_Q8_0: "Q8_0", FTYPE_Q5_0: "Q5_0", FTYPE_Q5_1: "Q5_1"}
+AUTO_FTYPES = (FTYPE_Q4_1, FTYPE_Q5_0, FTYPE_Q5_1)  # prefill here: 280-300, 440-480, 250-290 tok/s vs Q8_0 550-660
 # "auto" leaves bigger files alone: Q8_0 is ~1.9x the bytes of Q4, so a 4-bit 7B model would silently take ~7 GB.
 AUTO_MAX_BYTES = 1 << 30
 
@@ -227,7 +232,7 @@ def gguf_file_type(path: Path) -> int | None:
 
 def prepare_model(path: Path, settings: Generation, data_dir: Path) -> Path:
     """The file to load for the GGUF at `path`: its cached Q8_0 copy when `settings.quantize` asks for one
-    ("auto": the file is Q4_0/Q4_1 and under AUTO_MAX_BYTES; "q8_0": any file not already Q8_0), else `path`.
+    ("auto": the file is Q4_1/Q5_0/Q5_1 and under AUTO_MAX_BYTES; "q8_0": any file not already Q8_0), else `path`.
 
     Never raises for a copy that cannot be made or kept (read-only data folder, full disk, quantize error): that
     logs a warning and returns `path`, since the original still answers, only slower.
@@ -237,7 +242,7 @@ def prepare_model(path: Path, settings: Generation, data_dir: Path) -> Path:
     ftype = gguf_file_type(path)
     if ftype == FTYPE_Q8_0:
         return path
-    if settings.quantize == "auto" and (ftype not in (FTYPE_Q4_0, FTYPE_Q4_1) or path.stat().st_size >= AUTO_MAX_BYTES):
+    if settings.quantize == "auto" and (ftype not in AUTO_FTYPES or path.stat().st_size >= AUTO_MAX_BYTES):
         return path
     try:
         return quantized_copy(path, data_dir / "models" / "prepared", settings.n_threads or physical_cores())[0]

@@ -60,7 +60,8 @@ def test_file_type_is_read_from_the_header(tmp_path: Path) -> None:
     ("auto", 15, G.MIN_GGUF_BYTES),  # Q4_K_M: K-quants already have fast kernels
     ("auto", G.FTYPE_Q8_0, G.MIN_GGUF_BYTES),
     ("q8_0", G.FTYPE_Q8_0, G.MIN_GGUF_BYTES),  # already what "q8_0" would make
-    ("auto", G.FTYPE_Q4_0, G.AUTO_MAX_BYTES),  # a 4-bit file of 1 GB or more is not doubled silently
+    ("auto", G.FTYPE_Q4_1, G.AUTO_MAX_BYTES),  # a 4-bit file of 1 GB or more is not doubled silently
+    ("auto", G.FTYPE_Q4_0, G.MIN_GGUF_BYTES),  # Q4_0's repacked kernels beat its own Q8_0 copy (bench formats)
 ])
 def test_files_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, file_type: int,
                           size: int) -> None:
@@ -79,10 +80,12 @@ def test_auto_and_forced_modes_ask_for_a_copy(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(G, "quantized_copy", fake_copy)
     data = tmp_path / "data"
-    for mode, ftype in [("auto", G.FTYPE_Q4_0), ("auto", G.FTYPE_Q4_1), ("q8_0", 15)]:
+    cases = [("auto", G.FTYPE_Q4_1), ("auto", G.FTYPE_Q5_0), ("auto", G.FTYPE_Q5_1), ("q8_0", 15),
+             ("q8_0", G.FTYPE_Q4_0)]
+    for mode, ftype in cases:
         src = fake_gguf(tmp_path / f"{mode}{ftype}.gguf", ftype)
         assert G.prepare_model(src, replace(Generation(), quantize=mode), data) == data / "models/prepared/copy.gguf"
-    assert calls == [data / "models" / "prepared"] * 3
+    assert calls == [data / "models" / "prepared"] * len(cases)
 
 
 def _failing_quantize(rc: int | None) -> Any:
