@@ -12,7 +12,7 @@ The store is embedded (`PersistentClient` in the data folder) or, when `chroma_u
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,15 +149,20 @@ class ChunkStore:
             offset += step
 
     def all_chunks(self) -> list[tuple[str, str, str]]:
-        """(chunk_id, paper_id, text) of every stored chunk, for checks and for rebuilding the lexical index."""
-        out: list[tuple[str, str, str]] = []
-        offset, step = 0, 5000
+        """(chunk_id, paper_id, text) of every stored chunk, for checks."""
+        return [c for page in self.iter_chunks() for c in page]
+
+    def iter_chunks(self, step: int = 5000) -> Iterator[list[tuple[str, str, str]]]:
+        """Every stored chunk as (chunk_id, paper_id, text), `step` at a time, in the store's own order: what the
+        lexical index is rebuilt from without holding every text at once."""
+        offset = 0
         while True:
             got = self._col.get(include=["metadatas", "documents"], limit=step, offset=offset)
             ids, metas, docs = got["ids"], got.get("metadatas") or [], got.get("documents") or []
-            out.extend((i, str(m["paper_id"]), d or "") for i, m, d in zip(ids, metas, docs))
+            if ids:
+                yield [(i, str(m["paper_id"]), d or "") for i, m, d in zip(ids, metas, docs)]
             if len(ids) < step:
-                return out
+                return
             offset += step
 
     def query(self, vector: np.ndarray, k: int, where: dict[str, Any] | None = None,

@@ -1,0 +1,96 @@
+"""The streamed BM25 build is bm25s' own index: same vocabulary, same CSC arrays bit for bit, same search results.
+
+The reference, `LexicalIndex.build_at_once`, is what `build` did before it streamed: every chunk's token list handed
+to `bm25s.BM25().index` at once. Word ids follow a set's iteration order (string hashes), so both are built in the same
+process and compared directly.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import make_settings
+from fakes import HashEmbedder
+
+from rag.catalog import Catalog
+from rag.chunk import embed_text
+from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
+from rag.lexical import LexicalIndex
+
+
+def _corpus(n: int = 600) -> list[tuple[str, str, str]]:
+    """Repeated words, chunks with no token at all, unicode and hyphenated words, short and long chunks."""
+    rng = random.Random(7)
+    words = ["solar", "cell", "the", "of", "naïve", "béton", "Ωmega", "日本語", "9.7x", "mm2mm", "llm-based", "R2G",
+             "x"] + [f"w{i}" for i in range(150)]
+    docs = []
+    for i in range(n):
+        size = rng.choice([0, 1, 2, 5, 30, 120])
+        text = " ".join(rng.choice(words) for _ in range(size))
+        if i % 23 == 0:
+            text = "— ... !!!"  # punctuation only: no token, indexed as "_"
+        docs.append((f"p{i // 3}:{i % 3}", f"p{i // 3}", text))
+    return docs
+
+
+QUERIES = ["solar", "solar cell", "the of", "naïve béton", "Ωmega 日本語", "9.7x mm2mm", "llm-based", "llm", "r2g",
+           "w1 w2 w3 w3", "absent", "x"]
+
+
+def assert_same_index(got: LexicalIndex, want: LexicalIndex) -> None:
+    assert got.chunk_ids == want.chunk_ids and got.paper_ids == want.paper_ids
+    g: Any = got._bm25
+    w: Any = want._bm25
+    assert list(g.vocab_dict.items()) == list(w.vocab_dict.items())  # same words, same ids, same order
+    for key in ("data", "indices", "indptr"):
+        assert g.scores[key].dtype == w.scores[key].dtype, key
+        # Bit for bit, not just allclose: the streamed build does bm25s' arithmetic in bm25s' float types.
+        assert np.array_equal(g.scores[key], w.scores[key]), key
+    assert g.scores["num_docs"] == w.scores["num_docs"]
+    assert g.nonoccurrence_array is None and w.nonoccurrence_array is None
+    for q in QUERIES:
+        for k in (1, 10, len(want)):
+            assert got.search(q, k) == want.search(q, k), (q, k)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 250, 10_000])
+def test_streamed_build_is_bm25s_index(batch: int, tmp_path: Path) -> None:
+    docs = _corpus()
+    want = LexicalIndex.build_at_once(docs)
+    got = LexicalIndex.build(iter(docs), batch=batch)  # a one-pass iterator, scored `batch` chunks at a time
+    assert_same_index(got, want)
+    got.save(tmp_path / "bm25")
+    loaded = LexicalIndex.load(tmp_path / "bm25")
+    assert loaded is not None
+    for q in QUERIES:
+        assert loaded.search(q, 10) == want.search(q, 10), q
+        assert loaded.in_few_papers(q, 10, 3) == want.in_few_papers(q, 10, 3), q
+
+
+def test_streamed_build_of_one_empty_chunk_and_of_nothing() -> None:
+    assert_same_index(LexicalIndex.build([("p:0", "p", "")]), LexicalIndex.build_at_once([("p:0", "p", "")]))
+    empty = LexicalIndex.build(iter([]))
+    assert len(empty) == 0 and empty.search("solar", 5) == []
+
+
+def test_rebuild_from_the_store_in_pages_is_the_old_build(tmp_path: Path) -> None:
+    """The seeds, read from the store 7 chunks a page with their titles: the index bm25s built from all of them."""
+    s = make_settings(tmp_path / "data")
+    emb = HashEmbedder()
+    build_index(s, emb)
+    ip = IndexPaths.of(s)
+    store, catalog = open_store(s, emb, create=False), Catalog(ip.catalog)
+    chunks = store.all_chunks()
+    papers = catalog.get_many(pid for _, pid, _ in chunks)
+    want = LexicalIndex.build_at_once([(cid, pid, embed_text(papers[pid].title, text)) for cid, pid, text in chunks])
+    assert len(want) > 7 * 3
+    assert_same_index(rebuild_lexical(store, catalog, None, page=7), want)
+    saved = LexicalIndex.load(ip.lexical)  # what the ingest itself saved
+    assert saved is not None
+    for q in QUERIES + ["transformer attention", "graph neural network"]:
+        assert saved.search(q, 20) == want.search(q, 20), q
+    catalog.close()
