@@ -13,9 +13,10 @@ build alone peaked at 3.5 GB that way, 1.3 GB streamed, 0.7 GB of it Chroma's ow
 not do is update incrementally: every rebuild reads and tokenizes every chunk again (34 s at 295k, 28 of them
 reading texts and titles).
 
-Besides ranking, the index answers "how many papers contain this word" from its postings (bm25s keeps the scores
-as a sparse matrix with one column per word, so a column's row indices are the chunks containing that word), which
-is what the retriever's rare-term checks need: a dictionary look-up and a count instead of scoring every chunk.
+Besides ranking, the index answers "how many papers do this word's best chunks come from" from its postings (bm25s
+keeps the scores as a sparse matrix with one column per word, so a column's row indices are the chunks containing
+that word and its data their scores), which is what the retriever's rare-term checks need: a partition of one
+word's scores, remembered, instead of scoring every chunk.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class LexicalIndex:
         self._paper_of = np.fromiter((self._codes.setdefault(p, len(self._codes)) for p in paper_ids),
                                      dtype=np.int64, count=len(paper_ids))
         self._n_papers = len(self._codes)
+        # (word ids, want) -> papers of the best `want` chunks: see `_papers_in_top`.
+        self._top_papers: dict[tuple[tuple[int, ...], int], int] = {}
 
     def knows(self, term: str) -> bool:
         """Does any indexed word equal the term or start with it? ("mllm" is known through "mllms")."""
@@ -183,40 +186,64 @@ class LexicalIndex:
     def in_few_papers(self, query: str, k: int, limit: int) -> bool:
         """Whether `search(query, k)` returns chunks of between 1 and `limit` distinct papers.
 
-        Answered from the postings without scoring: a chunk scores above 0 exactly when it contains a query word,
-        so when at most k chunks do, search returns all of them; when more do, its papers are a subset of the
-        papers holding any. e.g. "solar" in 3 chunks of 1 paper -> True; "model" in 9,000 chunks of 4,000 papers
-        -> False, since no k = 208 of those chunks fit in `limit` = 50 papers (at most 6 chunks per paper).
-        Only when a few papers hold most of the matching chunks does it fall back to the search itself.
+        Answered from the postings without building search's result list (see `_papers_in_top`), e.g. "solar" in
+        3 chunks of 1 paper -> True; "model" in 121,684 chunks (100k papers), whose best k = 2,008 come from 1,759
+        papers -> False with `limit` = 500. Before, only a bound settled such words and most went on to a search:
+        6-7 ms a question at 100k papers, 25 ms for a hyphenated word (bench/RESULTS.md).
         """
-        if self._bm25 is None or not self.chunk_ids:
+        if self._bm25 is None or not self.chunk_ids or k < 1:
             return False
         if self._postings is None:
             return 0 < len({pid for _, pid, _ in self.search(query, k)}) <= limit
-        indptr, indices = self._postings
-        ids = sorted({self._word_ids[t] for t in tokens(query) if t in self._word_ids})
+        return 0 < self._papers_in_top(tokens(query), min(k, len(self.chunk_ids))) <= limit
+
+    def _papers_in_top(self, q: list[str], want: int) -> int:
+        """How many papers the best `want` chunks for the query words (search's order) come from, remembered.
+
+        The index never changes, and the retriever asks this for most question words (every one of 3+ letters in
+        the top paper), so the same common words come back with the same `want`: a look-up after the first time.
+        The first time, one word's best chunks come from its postings alone (`_best_of_word`: 0.1-1 ms at 295k
+        chunks); several words (a hyphenated term yields itself and its parts) are scored as search scores them.
+        """
+        ids = tuple(self._word_ids[t] for t in q if t in self._word_ids)  # in query order, as `_top` sums them
+        key = (ids, want)
+        known = self._top_papers.get(key)
+        if known is not None:
+            return known
         if not ids:
-            return False
-        parts = [indices[indptr[i]:indptr[i + 1]] for i in ids]
-        docs = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
-        want = min(k, len(self.chunk_ids))
-        if len(docs) <= want:  # search returns every chunk that contains a query word
-            return 0 < len(np.unique(self._paper_of[docs])) <= limit
-        per_paper = np.bincount(self._paper_of[docs], minlength=self._n_papers)
-        if np.count_nonzero(per_paper) <= limit:  # the top `want` chunks come from these few papers
-            return True
-        # The top `want` chunks span at least as many papers as it takes to cover `want` chunks with the papers
-        # holding the most matching chunks, e.g. want 208 with at most 6 per paper: at least 35 papers.
-        covered = needed = 0
-        by_count = np.bincount(per_paper)  # by_count[c]: papers holding exactly c matching chunks
-        for c in range(len(by_count) - 1, 0, -1):
-            take = min(int(by_count[c]), -(-(want - covered) // c))
-            covered, needed = covered + take * c, needed + take
-            if covered >= want:
-                break
-        if needed > limit:
-            return False
-        return 0 < len({pid for _, pid, _ in self.search(query, k)}) <= limit
+            docs = np.zeros(0, dtype=np.int64)
+        elif len(ids) == 1:
+            docs = self._best_of_word(ids[0], want)
+        else:
+            docs = self._top(q, want)[0]
+        count = len(np.unique(self._paper_of[docs]))
+        if len(self._top_papers) >= 20_000:  # bounded: ~250 bytes an entry, ~5 MB
+            self._top_papers.clear()
+        self._top_papers[key] = count
+        return count
+
+    def _best_of_word(self, i: int, want: int) -> np.ndarray:
+        """The chunks `_top([word i], want)` returns, in no particular order, from word i's postings alone.
+
+        A one-word query scores a chunk with the word's posting and every other chunk 0, so its best `want` chunks
+        are the postings' best `want` scores, ties at the cut going to the earliest chunks: e.g. scores 3, 2, 2, 1
+        for chunks 9, 4, 7, 2 and want 2 -> chunks 9 and 4. A partition of this word's scores, not a pass over
+        every chunk's.
+        """
+        assert self._postings is not None
+        indptr, indices = self._postings
+        lo, hi = int(indptr[i]), int(indptr[i + 1])
+        model: Any = self._bm25
+        # In `_top`'s dtype, since its sums are what search ranks (the same float32 here: no copy).
+        docs, scores = indices[lo:hi], model.scores["data"][lo:hi].astype(model.dtype, copy=False)
+        if not (scores > 0).all():  # `_top` keeps positive scores only (lucene scores are, but be exact)
+            docs, scores = docs[scores > 0], scores[scores > 0]
+        if len(docs) <= want:
+            return docs
+        kth = np.partition(scores, len(scores) - want)[len(scores) - want]  # the want-th best score
+        above = docs[scores > kth]
+        tied = np.sort(docs[scores == kth])[: want - len(above)]
+        return np.concatenate([above, tied])
 
 
 class _Counts:
