@@ -24,7 +24,7 @@ CountTokens = Callable[[str], int]
 
 def _split_long(sentence: str, budget: int, count: CountTokens) -> list[str]:
     """Split one over-long sentence into word runs within budget; a word longer than the budget is cut by
-    characters (a word piece is at least one character, so `budget` characters never exceed `budget` pieces).
+    characters (`_cut_word`).
 
     Costs add up word by word (a word-piece tokenizer splits at spaces first), so this stays linear even for a
     megabyte-long line: e.g. count("a b") - 2 == (count("a") - 2) + (count("b") - 2).
@@ -39,8 +39,7 @@ def _split_long(sentence: str, budget: int, count: CountTokens) -> list[str]:
             if current:
                 pieces.append(" ".join(current))
                 current, used = [], specials
-            step = max(1, budget - specials)
-            pieces.extend(word[i : i + step] for i in range(0, len(word), step))
+            pieces.extend(_cut_word(word, budget, count))
             continue
         if current and used + cost > budget:
             pieces.append(" ".join(current))
@@ -50,6 +49,26 @@ def _split_long(sentence: str, budget: int, count: CountTokens) -> list[str]:
     if current:
         pieces.append(" ".join(current))
     return pieces
+
+
+def _cut_word(word: str, budget: int, count: CountTokens) -> list[str]:
+    """Cut a word into character runs that each fit the budget.
+
+    A WordPiece tokenizer gives at most one piece per character, so runs of `budget - specials` characters fit and
+    each is counted once; a tokenizer that can give more (a fake counting punctuation twice: "::::" is 1 + 4 pieces)
+    gets the run halved until it fits, so the budget holds whatever the counter.
+    """
+    specials = count("")
+    step = max(1, budget - specials)
+    out: list[str] = []
+    i = 0
+    while i < len(word):
+        n = step
+        while n > 1 and count(word[i : i + n]) > budget:
+            n //= 2
+        out.append(word[i : i + n])
+        i += n
+    return out
 
 
 def embed_text(title: str, window: str) -> str:

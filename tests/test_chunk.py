@@ -45,6 +45,15 @@ def test_megabyte_line_without_spaces_is_cut_within_limit() -> None:
     assert all(approx_tokens(c.text) <= 64 for c in chunks)
 
 
+def test_a_long_word_of_punctuation_is_cut_within_budget() -> None:
+    """Found by the property test below: 12 colons count 2 + 3 + 12 = 17 > 16 with the fake counter, though a cut
+    by `budget - specials` characters assumed one piece per character at most."""
+    paper = make_paper("::::::::::::", "h.txt", 0)
+    chunks = chunk_paper(paper, Chunking(max_tokens=16, overlap_sentences=0), approx_tokens)
+    assert "".join(c.text for c in chunks) == "::::::::::::"
+    assert all(approx_tokens(c.text) <= 16 for c in chunks)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.text(min_size=1, max_size=3000), st.integers(min_value=16, max_value=256), st.integers(0, 3))
 def test_chunker_properties_on_arbitrary_text(text: str, max_tokens: int, overlap: int) -> None:
