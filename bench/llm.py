@@ -94,9 +94,10 @@ def raw_decode_rate(llm: Any, tokens: list[int], n: int = 64) -> float:
     llm.reset()
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
     for i in range(0, len(tokens), llm.n_batch):
-        part = tokens[i:i + llm.n_batch]
-        llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one((llama_cpp.llama_token * len(part))(*part),
-                                                                   len(part)))
+        part = (llama_cpp.llama_token * len(tokens[i:i + llm.n_batch]))(*tokens[i:i + llm.n_batch])
+        # `part` must outlive the call: the batch only points at it (an inline temporary could be freed first).
+        if llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(part, len(part))) != 0:
+            raise RuntimeError("llama_decode failed on the prompt")
     n_vocab = llm.n_vocab()
 
     def argmax() -> int:
@@ -107,7 +108,8 @@ def raw_decode_rate(llm: Any, tokens: list[int], n: int = 64) -> float:
     one = (llama_cpp.llama_token * 1)(argmax())
     t = time.perf_counter()
     for _ in range(n):
-        llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(one, 1))
+        if llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(one, 1)) != 0:
+            raise RuntimeError("llama_decode failed")
         one[0] = argmax()
     rate = n / (time.perf_counter() - t)
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
