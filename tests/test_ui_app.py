@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 from conftest import running_app
 
+from rag.catalog import Catalog
 from rag.config import Settings, load
 from rag.records import CANNOT_ANSWER, Answer, Citation, Hit, Paper, StoreError
 from rag.retrieve import Filters, Retrieved
@@ -33,21 +34,14 @@ PAPERS = [
 # --- fast: a fake assistant ---------------------------------------------------------------------------------------
 
 
-class FakeCatalog:
-    def iter_papers(self) -> Iterator[Paper]:
-        return iter(PAPERS)
-
-    def sources(self) -> list[str]:
-        return ["s1.txt", "s2.txt"]
-
-
 class FakeAssistant:
     """Holds an RLock across its yields, like the real one; can be told to fail with a path in the message."""
 
     def __init__(self, settings: Settings, fail: Exception | None = None) -> None:
         self.settings, self.fail = settings, fail
         self.compute = threading.RLock()
-        self.catalog = FakeCatalog()
+        self.catalog = Catalog(settings.paths.data_dir / "ui-test-catalog.sqlite")  # a real one: stdlib SQLite
+        self.catalog.put_papers(PAPERS)
         self.seen: list[tuple[str, list[dict[str, str]], Filters, int]] = []
 
     def stream(self, question: str, history: list[dict[str, str]] | None = None,
@@ -123,8 +117,30 @@ def test_library_filters_and_scope(fake_settings: Settings) -> None:
     assert [r[0] for r in h.library_rows(U.ALL_SOURCES, True, "")] == ["PrivGate"]
     assert [r[0] for r in h.library_rows("s2.txt", False, "")] == ["SOLAR"]
     assert [r[0] for r in h.library_rows(U.ALL_SOURCES, False, "leakage")] == ["PrivGate"]
+    assert [r[0] for r in h.library_rows(U.ALL_SOURCES, False, "LEAKAGE")] == ["PrivGate"]  # case-folded
+    assert h.library_rows(U.ALL_SOURCES, True, "retrieves") == []  # filters combine
+    assert h._paper_at("s2.txt", "0").title == "SOLAR" and h._paper_at("s2.txt", "x") is None  # type: ignore[union-attr]
     scope, *_ = h.scope_to("a")
     assert scope == "a"
+    assert h.scope_to("missing") == (U.gr.skip(),) * 4  # an unknown id changes nothing
+
+
+def test_library_reads_the_catalog_per_request_and_caps_sources(fake_settings: Settings,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handlers hold no copy of the records; a paper ingested later shows up, and thousands of source files
+    are offered as the first MAX_SOURCE_CHOICES with the total in the label."""
+    fake = FakeAssistant(fake_settings)
+    monkeypatch.setattr(U, "MAX_SOURCE_CHOICES", 2)
+    fake.catalog.put_papers([Paper(paper_id=f"z{i}", title=f"Über {i}", venue="V", source=f"z{i:02d}.txt",
+                                   position=0, raw="", abstract="Later.") for i in range(5)])
+    h = U.Handlers(fake, fake_settings)  # type: ignore[arg-type]
+    assert not hasattr(h, "papers")
+    assert h.sources == ["s1.txt", "s2.txt"] and h.more_sources == 5
+    assert h.sources_label("Source file") == "Source file; the first 2 of 7 files"
+    assert [r[0] for r in h.library_rows(U.ALL_SOURCES, False, "über 3")] == ["Über 3"]  # folded beyond ASCII
+    fake.catalog.put_papers([Paper(paper_id="late", title="Late", venue="V", source="s3.txt", position=0, raw="",
+                                   abstract="Ingested after the app started.")])
+    assert [r[0] for r in h.library_rows(U.ALL_SOURCES, False, "after the app")] == ["Late"]
 
 
 def test_app_exposes_only_chat_and_search(fake_settings: Settings) -> None:
@@ -288,3 +304,24 @@ def test_browser_streams_and_links_citation(served: tuple[str, Settings], tmp_pa
             browser.close()
     hosts = {urlsplit(u).hostname for u in requests if urlsplit(u).scheme in {"http", "https", "ws", "wss"}}
     assert hosts <= {"127.0.0.1", "localhost"}, hosts
+
+
+def test_catalog_find_agrees_with_filtering_every_record(tmp_path: Path) -> None:
+    """`Catalog.find` (SQL) returns what a pass over every paper in (source, position) order returns."""
+    from conftest import SEEDS
+
+    from rag.ingest import ParseReport, iter_papers
+
+    cat = Catalog(tmp_path / "c.sqlite")
+    papers = list(iter_papers([SEEDS], ParseReport()))
+    cat.put_papers(papers)
+    ordered = sorted(papers, key=lambda p: (p.source, p.position))
+    sources = sorted({p.source for p in papers})
+    for source, code, text in [(None, False, ""), (None, True, ""), (sources[-1], False, ""), (None, False, "Privacy"),
+                               (None, True, "the"), (None, False, "zzzz-not-there"), (sources[0], False, "a")]:
+        want = [p.paper_id for p in ordered if (source is None or p.source == source) and (p.has_code or not code)
+                and text.lower() in f"{p.title} {p.abstract}".lower()]
+        assert [p.paper_id for p in cat.find(source, code, text, limit=1000)] == want, (source, code, text)
+        assert [p.paper_id for p in cat.find(source, code, text, limit=3)] == want[:3]
+    first = ordered[0]
+    assert cat.at(first.source, first.position) == first and cat.at(first.source, 10**6) is None

@@ -45,6 +45,7 @@ EXAMPLES = [
     "Summarize the work on reinforcement learning for LLM agents",
 ]
 MAX_LIBRARY_ROWS = 500  # a 10k-paper table is unusable in a browser anyway: refine the filter instead
+MAX_SOURCE_CHOICES = 500  # source files offered in the filters; a folder of 100k files would bloat every page
 ALL_SOURCES = "All sources"
 MODEL = "model"  # concurrency group of every event that computes with the embedder or the LLM
 # Serialises whole answers (the per-request settings swap included). Not `assistant.compute`, which the
@@ -144,8 +145,12 @@ class Handlers:
         self.assistant, self.settings = assistant, settings
         self.models = model_choices(settings)
         self.model_label = next(iter(self.models))
-        self.papers: list[Paper] = list(assistant.catalog.iter_papers())
-        self.sources: list[str] = assistant.catalog.sources()
+        # Records stay in the catalog (SQLite) and are read per request: a million papers would not fit the page or
+        # the process. Source files are listed for the filters, the first MAX_SOURCE_CHOICES of them.
+        self.catalog = assistant.catalog
+        every = self.catalog.sources()
+        self.sources: list[str] = every[:MAX_SOURCE_CHOICES]
+        self.more_sources = len(every) - len(self.sources)
 
     def _request_settings(self, top_k: float, temperature: float, max_tokens: float) -> Settings:
         s = self.settings
@@ -166,7 +171,7 @@ class Handlers:
             return
         history = _history(turns)
         asked = question
-        paper = next((p for p in self.papers if p.paper_id == scope), None) if scope else None
+        paper = self.catalog.get(scope) if scope else None
         if paper is not None:
             # Scoped to one paper: name it in the question, or a short question ("what is the overhead?") scores
             # under the corpus-wide abstain threshold although the user picked the paper.
@@ -236,14 +241,21 @@ class Handlers:
     # --- library --------------------------------------------------------------------------------------------
 
     def library_rows(self, source: str | None, has_code: bool, text: str) -> list[list[Any]]:
-        needle = (text or "").strip().lower()
-        rows = [[p.title, p.venue, p.source, p.position, "yes" if p.has_code else ""] for p in self.papers
-                if (not source or source == ALL_SOURCES or p.source == source) and (p.has_code or not has_code)
-                and (not needle or needle in f"{p.title} {p.abstract}".lower())]
-        return rows[:MAX_LIBRARY_ROWS]
+        papers = self.catalog.find(None if not source or source == ALL_SOURCES else source, bool(has_code),
+                                   text or "", MAX_LIBRARY_ROWS)
+        return [[p.title, p.venue, p.source, p.position, "yes" if p.has_code else ""] for p in papers]
+
+    def sources_label(self, label: str) -> str:
+        """A filter's label, saying when only the first source files are offered."""
+        if not self.more_sources:
+            return label
+        return f"{label}; the first {len(self.sources)} of {len(self.sources) + self.more_sources:,} files"
 
     def _paper_at(self, source: Any, position: Any) -> Paper | None:
-        return next((p for p in self.papers if p.source == str(source) and str(p.position) == str(position)), None)
+        try:
+            return self.catalog.at(str(source), int(position))
+        except (TypeError, ValueError):  # a row value the table did not send
+            return None
 
     def open_paper(self, evt: gr.SelectData) -> tuple[str, str | None]:
         row = evt.row_value or []
@@ -253,7 +265,7 @@ class Handlers:
         return R.paper_card(paper), paper.paper_id
 
     def scope_to(self, paper_id: str | None) -> tuple[Any, ...]:
-        paper = next((p for p in self.papers if p.paper_id == paper_id), None)
+        paper = self.catalog.get(paper_id) if paper_id else None
         if paper is None:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         badge = R.message(f"Questions are now about: {paper.title}")
@@ -318,7 +330,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                 results = gr.HTML(elem_id="search-results")
             with gr.Tab("Library", id="library"):
                 with gr.Row():
-                    lib_source = gr.Dropdown([ALL_SOURCES, *h.sources], value=ALL_SOURCES, label="Source file")
+                    lib_source = gr.Dropdown([ALL_SOURCES, *h.sources], value=ALL_SOURCES,
+                                             label=h.sources_label("Source file"))
                     lib_code = gr.Checkbox(label="Has a code link", value=False)
                     lib_text = gr.Textbox(label="Text filter", placeholder="words in the title or abstract")
                 table = gr.Dataframe(h.library_rows(None, False, ""), headers=["Title", "Venue", "Source", "#", "Code"],
@@ -335,7 +348,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                 temperature = gr.Slider(0.0, 1.5, value=settings.generation.temperature, step=0.05,
                                         label="Temperature")
                 max_tokens = gr.Slider(16, 512, value=settings.generation.max_tokens, step=8, label="Max tokens")
-            only = gr.CheckboxGroup(h.sources, label="Only these source files (none = all)")
+            only = gr.CheckboxGroup(h.sources, label=h.sources_label("Only these source files (none = all)"))
 
         # Events that use the models share one concurrency group of size 1: one request computes, the rest queue
         # (and the page shows their position). UI events are private; clients use the two gr.api endpoints.
