@@ -6,12 +6,18 @@ retriever fuses both rankings. The index lives beside the Chroma store and is re
 changed anything, written to a temporary folder and renamed into place, so a crash never leaves half an index.
 
 The build streams: chunks arrive one at a time (the indexer pages them out of the store), each is tokenized and kept
-only as (word id, count) pairs in flat integer arrays, and the scores are then written straight into bm25s' sparse
-layout and handed to a `bm25s.BM25`, which saves, loads and scores as if its own `index` had built it (same
-vocabulary, same arrays, bit for bit). bm25s' `index` wants every chunk's token list at once: at 295k chunks the
-build alone peaked at 3.5 GB that way, 1.3 GB streamed, 0.7 GB of it Chroma's own (bench/RESULTS.md). What this does
-not do is update incrementally: every rebuild reads and tokenizes every chunk again (34 s at 295k, 28 of them
-reading texts and titles).
+only as (word id, count) pairs in flat integer arrays (`rag.bm25_counts.Counts`), and the scores are then written
+straight into bm25s' sparse layout and handed to a `bm25s.BM25`, which saves, loads and scores as if its own `index`
+had built it (same vocabulary, same arrays, bit for bit). bm25s' `index` wants every chunk's token list at once: at
+295k chunks the build alone peaked at 3.5 GB that way, 1.3 GB streamed, 0.7 GB of it Chroma's own (bench/RESULTS.md).
+
+The rebuild is incremental: the counts are saved with the index (`counts.npz`, in the same renamed folder), so
+`update` is given only the chunk ids in the store's order, tokenizes only chunks it has not counted (and those of
+papers the indexer says it rewrote), takes every other chunk's counts from the file, and recomputes every score (a new
+chunk changes every idf and the average length; that is the cheap 2 s). At 295k chunks a full rebuild reads and
+tokenizes every text and title (31-35 s); an update for a few papers takes 3.4-4 s (bench/RESULTS.md). Without usable
+counts (an index saved by an older version, a damaged or foreign file) it builds in full. Word ids then differ from
+a full build's (they follow first use), but every word's column, every score and every search result are the same.
 
 Besides ranking, the index answers "how many papers do this word's best chunks come from" from its postings (bm25s
 keeps the scores as a sparse matrix with one column per word, so a column's row indices are the chunks containing
@@ -24,16 +30,14 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import math
 import shutil
-from array import array
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .bm25_counts import Counts, take_order
 from .text import tokens
 
 log = logging.getLogger(__name__)
@@ -45,8 +49,10 @@ SCORE_BATCH = 20_000  # chunks scored at a time in the build's second pass: ~1M 
 class LexicalIndex:
     """BM25 over chunk texts, answering with (chunk_id, paper_id, score)."""
 
-    def __init__(self, chunk_ids: list[str], paper_ids: list[str], model: object | None) -> None:
+    def __init__(self, chunk_ids: list[str], paper_ids: list[str], model: object | None,
+                 counts: Counts | None = None) -> None:
         self.chunk_ids, self.paper_ids, self._bm25 = chunk_ids, paper_ids, model
+        self._counts = counts  # what the index was scored from, kept only until `save` writes it beside it
         vocab = getattr(model, "vocab_dict", None) or {}
         self._vocab = sorted(str(t) for t in vocab)
         self._word_ids: dict[str, int] = {str(t): int(i) for t, i in vocab.items()}
@@ -74,14 +80,65 @@ class LexicalIndex:
         """docs: (chunk_id, paper_id, text to index), read once and in order, so a generator keeps memory bounded.
 
         The same index bm25s' own `BM25().index(token lists)` builds (same vocabulary, same CSC arrays), from
-        compact counts instead of every chunk's token list: see `_Counts`.
+        compact counts instead of every chunk's token list: see `rag.bm25_counts.Counts`.
         """
-        counts = _Counts()
+        counts = Counts()
         for chunk_id, paper_id, text in docs:
             counts.add(chunk_id, paper_id, text)
+        return cls._scored(counts, batch)
+
+    @classmethod
+    def update(cls, folder: Path, rows: Sequence[tuple[str, str]], reread: Collection[str],
+               texts: Callable[[list[tuple[str, str]]], Iterable[tuple[str, str, str]]],
+               batch: int = SCORE_BATCH) -> LexicalIndex | None:
+        """The index of `rows` (every chunk's (chunk_id, paper_id), in the store's order) from the counts saved in
+        `folder`, or None when they are missing or unusable (build in full then).
+
+        Only chunks the saved counts lack, or of a paper in `reread` (the indexer rewrote it: same chunk ids, new
+        text), are read: `texts(those rows)` yields their (chunk_id, paper_id, text to index), in that order.
+        Chunks saved but not in `rows` (removed) are dropped. Every score is recomputed, so the result equals
+        `build` over all rows' texts, but for word ids.
+        """
+        try:
+            ids = json.loads((folder / "ids.json").read_text())
+            saved = Counts.load(folder, list(ids["chunk_ids"]), list(ids["paper_ids"]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.warning("lexical index at %s unreadable (%s): building in full", folder, e)
+            return None
+        if saved is None:
+            return None
+        reread = set(reread)
+        take, fresh_at = take_order(saved, rows, reread)
+        fresh = Counts(dict(saved.words))  # numbers new words on from the saved ones
+        wanted = [rows[r] for r in fresh_at]
+        for chunk_id, paper_id, text in texts(wanted):
+            fresh.add(chunk_id, paper_id, text)
+        if fresh.chunk_ids != [cid for cid, _ in wanted]:  # a chunk went between reading ids and texts
+            log.warning("chunks changed while the BM25 index was updated: building in full")
+            return None
+        log.info("BM25 update: %d chunks, %d tokenized, %d saved rows not reused", len(rows), len(fresh),
+                 len(saved) - (len(rows) - len(fresh)))
+        counts = saved.merge(fresh, take, [r[0] for r in rows], [r[1] for r in rows])
+        del saved, fresh
+        return cls._scored(counts, batch)
+
+    @classmethod
+    def _scored(cls, counts: Counts, batch: int) -> LexicalIndex:
+        """A bm25s.BM25 holding these counts' scores, as if its `index` had built it."""
+        import bm25s
+
         if not counts.chunk_ids:
-            return cls([], [], None)
-        return cls(counts.chunk_ids, counts.paper_ids, counts.to_bm25(batch))
+            return cls([], [], None, counts)
+        model = bm25s.BM25()
+        if (model.method, model.idf_method, model.dtype) != ("lucene", "lucene", "float32"):
+            raise RuntimeError(f"bm25s' default BM25 changed ({model.method}, {model.dtype}); see rag/bm25_counts.py")
+        vocab, model.scores = counts.scores(model.k1, model.b, batch)
+        if "" not in vocab:  # bm25s adds the empty word after the others (it has no column)
+            vocab[""] = len(vocab)
+        model.vocab_dict = vocab
+        model.unique_token_ids_set = set(vocab.values())
+        model.nonoccurrence_array = None  # "lucene" scores a chunk without the word 0
+        return cls(counts.chunk_ids, counts.paper_ids, model, counts)
 
     @classmethod
     def build_at_once(cls, docs: Sequence[tuple[str, str, str]]) -> LexicalIndex:
@@ -96,12 +153,16 @@ class LexicalIndex:
         return cls([d[0] for d in docs], [d[1] for d in docs], model)
 
     def save(self, folder: Path) -> None:
+        """Into `folder` via a temporary folder renamed into place: a crash leaves the old index or the new one."""
         tmp = folder.with_name(folder.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         if self._bm25 is not None:
             self._bm25.save(str(tmp / "bm25"))  # type: ignore[attr-defined]
         (tmp / "ids.json").write_text(json.dumps({"chunk_ids": self.chunk_ids, "paper_ids": self.paper_ids}))
+        if self._counts is not None:  # for the next rebuild's `update`; not needed to search, so let go of it
+            self._counts.save(tmp)
+            self._counts = None
         old = folder.with_name(folder.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if folder.exists():
@@ -244,108 +305,3 @@ class LexicalIndex:
         above = docs[scores > kth]
         tied = np.sort(docs[scores == kth])[: want - len(above)]
         return np.concatenate([above, tied])
-
-
-class _Counts:
-    """The streamed build: pass 1 counts each chunk's words as it arrives, pass 2 turns the counts into scores.
-
-    Pass 1 keeps, per chunk, its distinct words as integer ids with their counts, in flat 4-byte arrays: at 295k
-    chunks that is 14.5M (word, count) pairs, 116 MB, where bm25s' own `index` holds every chunk's token list as
-    Python strings (and then copies as id lists): 2.8 GB above the store's own memory at that size. Pass 2
-    writes the scores straight into their place in the CSC matrix a slice of chunks at a time, since the document
-    frequencies, known after pass 1, say how long each word's column is.
-
-    The arithmetic is bm25s' for its default BM25 ("lucene" tf and idf, k1 1.5, b 0.75, float32), step by step and
-    in the same float types (bm25s/scoring.py), so every score is bit for bit the one `index` computes.
-    """
-
-    def __init__(self) -> None:
-        self.chunk_ids: list[str] = []
-        self.paper_ids: list[str] = []
-        self.words: dict[str, int] = {}  # word -> pass-1 id, numbered in order of first use
-        self.word_ids = array("i")  # chunk after chunk, each distinct word's id ...
-        self.tfs = array("i")  # ... and how often the chunk uses it
-        self.n_words = array("i")  # distinct words per chunk: chunk i's pairs follow chunk i - 1's
-        self.lengths = array("i")  # tokens per chunk (BM25's document length)
-
-    def add(self, chunk_id: str, paper_id: str, text: str) -> None:
-        # An empty token list would break the index; "_" stands in for a chunk with no searchable word.
-        toks = tokens(text) or ["_"]
-        counts = Counter(toks)  # in order of first use, e.g. "a b a" -> {a: 2, b: 1}
-        words = self.words
-        self.word_ids.extend([words.setdefault(w, len(words)) for w in counts])
-        self.tfs.extend(counts.values())
-        self.n_words.append(len(counts))
-        self.lengths.append(len(toks))
-        self.chunk_ids.append(chunk_id)
-        self.paper_ids.append(paper_id)
-
-    def to_bm25(self, batch: int) -> Any:
-        """Pass 2: a bm25s.BM25 holding these chunks' scores, as if `index` had built it."""
-        import bm25s
-
-        model = bm25s.BM25()
-        if (model.method, model.idf_method, model.dtype) != ("lucene", "lucene", "float32"):
-            raise RuntimeError(f"bm25s' default BM25 changed ({model.method}, {model.dtype}); see rag/lexical.py")
-        k1, b = model.k1, model.b
-        n_docs, n_vocab = len(self.chunk_ids), len(self.words)
-        word_ids = np.frombuffer(self.word_ids, dtype=np.intc)
-        tfs = np.frombuffer(self.tfs, dtype=np.intc)
-        n_words = np.frombuffer(self.n_words, dtype=np.intc)
-        lengths = np.frombuffer(self.lengths, dtype=np.intc).astype(np.int64)
-
-        # bm25s numbers the words in the iteration order of a set filled word by word in order of first use, so
-        # ours does too (a set built from a dict in one go is pre-sized and may iterate differently). The order
-        # depends on string hashes, so it differs between processes, for bm25s as for us.
-        unique: set[str] = set()
-        for word in self.words:
-            unique.add(word)
-        vocab = {word: i for i, word in enumerate(unique)}
-        final = np.fromiter((vocab[w] for w in self.words), dtype=np.int32, count=n_vocab)  # pass-1 id -> final id
-
-        # Each chunk lists a word once, so counting ids counts the chunks containing each word.
-        df = np.zeros(n_vocab, dtype=np.int64)
-        df[final] = np.bincount(word_ids, minlength=n_vocab)
-        # idf with Python floats as bm25s does (math.log, not numpy's log, which may differ in the last bit), once
-        # per distinct frequency: e.g. a word in 3 of 10 chunks: log(1 + (10 - 3 + 0.5) / (3 + 0.5)) = 1.145.
-        dfs, which = np.unique(df, return_inverse=True)
-        idf = np.array([math.log(1 + (n_docs - d + 0.5) / (d + 0.5)) for d in dfs.tolist()])[which]
-        idf = idf.astype(np.float32)
-        avg_len = lengths.mean()  # the mean of integers: exact sums, the same float64 as bm25s' np.array(...).mean()
-
-        # Column w holds the chunks containing word w, in chunk order: indices[indptr[w]:indptr[w + 1]].
-        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-        np.cumsum(df, out=indptr[1:])
-        data = np.empty(int(indptr[-1]), dtype=np.float32)
-        indices = np.empty(int(indptr[-1]), dtype=np.int32)
-        heads = indptr[:-1].copy()  # where each column's next entry goes
-        starts = np.zeros(n_docs + 1, dtype=np.int64)
-        np.cumsum(n_words, out=starts[1:])
-        for d0 in range(0, n_docs, batch):
-            d1 = min(d0 + batch, n_docs)
-            e0, e1 = int(starts[d0]), int(starts[d1])
-            cols = final[word_ids[e0:e1]]
-            rows = np.repeat(np.arange(d0, d1, dtype=np.int32), n_words[d0:d1])
-            tf = tfs[e0:e1].astype(np.float32)
-            l_d = np.repeat(lengths[d0:d1], n_words[d0:d1]).astype(np.float64)
-            # bm25s: tf / (k1 * ((1 - b) + b * l_d / l_avg) + tf), the bracket in float64 per chunk, tf float32,
-            # times the float32 idf, all in float64, stored as float32.
-            scores = idf[cols] * (tf / (k1 * ((1 - b) + b * l_d / avg_len) + tf))
-            # Place the slice's entries column by column (a stable sort keeps chunk order within a column), each
-            # after the entries earlier slices put in its column.
-            order = np.argsort(cols, kind="stable")
-            sorted_cols = cols[order]
-            present, first, count = np.unique(sorted_cols, return_index=True, return_counts=True)
-            rank = np.arange(len(order)) - np.repeat(first, count)  # 0, 1, 2 ... within each column's run
-            at = heads[sorted_cols] + rank
-            data[at] = scores[order]
-            indices[at] = rows[order]
-            heads[present] += count
-
-        if "" not in vocab:  # bm25s adds the empty word after the others (it has no column)
-            vocab[""] = n_vocab
-        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
-        model.vocab_dict = vocab
-        model.unique_token_ids_set = set(vocab.values())
-        model.nonoccurrence_array = None  # "lucene" scores a chunk without the word 0
-        return model

@@ -138,15 +138,10 @@ class ChunkStore:
             self._col.delete(where=where)
 
     def paper_ids(self) -> set[str]:
-        out: set[str] = set()
-        offset, step = 0, 5000
-        while True:
-            got = self._col.get(include=["metadatas"], limit=step, offset=offset)
-            metas = got.get("metadatas") or []
-            out.update(str(m["paper_id"]) for m in metas if m)
-            if len(metas) < step:
-                return out
-            offset += step
+        """The papers with a chunk in the store, from the chunk ids' prefix ("<paper_id>:<index>", checked by
+        `upsert`): at 295k chunks 0.9 s, where reading every chunk's metadata 5,000 at a time took 19 s of each
+        ingest's final sweep."""
+        return {cid.rsplit(":", 1)[0] for ids in self.iter_ids() for cid in ids}
 
     def all_chunks(self) -> list[tuple[str, str, str]]:
         """(chunk_id, paper_id, text) of every stored chunk, for checks."""
@@ -161,6 +156,23 @@ class ChunkStore:
             ids, metas, docs = got["ids"], got.get("metadatas") or [], got.get("documents") or []
             if ids:
                 yield [(i, str(m["paper_id"]), d or "") for i, m, d in zip(ids, metas, docs)]
+            if len(ids) < step:
+                return
+            offset += step
+
+    def iter_ids(self, step: int = 100_000) -> Iterator[list[str]]:
+        """Every stored chunk id, `step` at a time, in the order `iter_chunks` pages the chunks: what an update of
+        the lexical index reads instead of every text.
+
+        Ids alone are cheap in big pages: at 295k chunks 0.9 s in pages of 100k, where `iter_chunks` took 21 s in
+        pages of 5,000 (12 s in pages of 30,000; a page with texts is bounded by SQLite's 32k variables). Each
+        page re-scans the rows before its offset, so small pages cost even for ids: 10 s in pages of 5,000.
+        """
+        offset = 0
+        while True:
+            ids = self._col.get(include=[], limit=step, offset=offset)["ids"]
+            if ids:
+                yield list(ids)
             if len(ids) < step:
                 return
             offset += step

@@ -168,7 +168,7 @@ def _verify(data: Path, corpus: Path, versions: list[Path]) -> dict[str, Any]:
 
     from rag.catalog import Catalog
     from rag.chunk import embed_text
-    from rag.indexer import IndexPaths, build_index, open_store
+    from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
     from rag.lexical import LexicalIndex
 
     emb = HashEmbedder()
@@ -237,6 +237,13 @@ def _verify(data: Path, corpus: Path, versions: list[Path]) -> dict[str, Any]:
     lexical = LexicalIndex.load(ip.lexical)
     if lexical is None or sorted(lexical.chunk_ids) != sorted(want_chunks):
         problems.append("after rerun: the BM25 index does not hold exactly the stored chunks")
+    else:  # updated from saved counts (or built in full): either way it answers as a full rebuild does
+        full = rebuild_lexical(store, catalog, None)
+        for q in [*WORDS, "method7", "graph token", "privacy speech gains"]:
+            if (lexical.search(q, 10), lexical.in_few_papers(q, 10, 2)) != (full.search(q, 10),
+                                                                              full.in_few_papers(q, 10, 2)):
+                problems.append(f"after rerun: the BM25 index answers {q!r} unlike a full rebuild from the store")
+                break
     rng = random.Random(len(stored))
     for cid in rng.sample(sorted(got), min(20, len(got))):
         pid, text = got[cid]
