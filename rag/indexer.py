@@ -36,7 +36,7 @@ from .embed import Embedder
 from .files import file_sha256
 from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
-from .records import Chunk, IngestError, Paper, StoreLockedError
+from .records import Chunk, IngestError, Paper, StoreError
 from .store import ChunkStore, drop_collection
 
 log = logging.getLogger(__name__)
@@ -428,10 +428,12 @@ def lexical_for_reading(settings: Settings, store: ChunkStore, catalog: Catalog)
     if no other process is writing the data folder (the app never writes while `ingest` does)."""
     ip = IndexPaths.of(settings)
     lexical = LexicalIndex.load(ip.lexical)
-    if lexical is not None and len(lexical) == store.count():
+    # A journal left behind means an ingest wrote the store and did not save BM25 (killed, or running now): a
+    # retitled paper keeps its chunk count, so the count alone would not tell.
+    if lexical is not None and len(lexical) == store.count() and not _journal(ip.lexical).exists():
         return lexical
     try:
         with writer_lock(ip.lock_folder):
             return rebuild_lexical(store, catalog, ip.lexical, incremental=True)
-    except StoreLockedError:
+    except StoreError:  # another process writes (StoreLockedError), or the folder is read-only: build in memory
         return rebuild_lexical(store, catalog, None)

@@ -213,3 +213,41 @@ def test_ingests_update_the_index_as_a_full_rebuild_would(tmp_path: Path, monkey
     ingest("built in full")
     _write(corpus, "b.jsonl", b[:6])
     ingest("updated")
+
+
+def test_the_app_repairs_an_index_left_stale_by_a_killed_ingest(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retitled paper keeps its chunk count, so after a kill between the store write and the BM25 save only the
+    journal says the saved index is stale: the app, opening the index with no ingest running, updates it."""
+    rng = random.Random(5)
+    corpus = tmp_path / "corpus"
+    s = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus})
+    emb = HashEmbedder()
+    a = [(f"Paper A{i} topic{i % 3}", _abstract(rng, f"topic{i % 3}")) for i in range(10)]
+    _write(corpus, "a.jsonl", a)
+    build_index(s, emb, paths=[corpus], batch_papers=4)
+    a[2] = ("Kiwifruit retitled", a[2][1])
+    _write(corpus, "a.jsonl", a)
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    real = indexer.rebuild_lexical
+    monkeypatch.setattr(indexer, "rebuild_lexical", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(s, emb, paths=[corpus], batch_papers=4)
+    monkeypatch.setattr(indexer, "rebuild_lexical", real)
+    ip = IndexPaths.of(s)
+    stale = LexicalIndex.load(ip.lexical)
+    assert stale is not None and not stale.knows("kiwifruit") and indexer._journal(ip.lexical).exists()
+
+    store, catalog = open_store(s, emb, create=False), Catalog(ip.catalog)
+    try:
+        got = indexer.lexical_for_reading(s, store, catalog)
+        assert got.knows("kiwifruit")
+        assert_same_answers(got, rebuild_lexical(store, catalog, None), ["kiwifruit", "topic1", "paper a2"])
+        assert not indexer._journal(ip.lexical).exists()  # repaired and saved
+        again = LexicalIndex.load(ip.lexical)
+        assert again is not None and again.knows("kiwifruit")
+    finally:
+        catalog.close()
