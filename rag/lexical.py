@@ -99,6 +99,9 @@ class LexicalIndex:
         Chunks saved but not in `rows` (removed) are dropped. Every score is recomputed, so the result equals
         `build` over all rows' texts, but for word ids.
         """
+        if not (folder / "ids.json").exists():  # nothing saved yet (a first ingest): no warning, just the full build
+            log.info("no BM25 index at %s yet: building in full", folder)
+            return None
         try:
             ids = json.loads((folder / "ids.json").read_text())
             saved = Counts.load(folder, list(ids["chunk_ids"]), list(ids["paper_ids"]))

@@ -251,3 +251,15 @@ def test_the_app_repairs_an_index_left_stale_by_a_killed_ingest(tmp_path: Path,
         assert again is not None and again.knows("kiwifruit")
     finally:
         catalog.close()
+
+
+def test_a_first_ingest_builds_in_full_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing saved yet is the normal first run, not damage: the user sees no warning."""
+    corpus = tmp_path / "corpus"
+    _write(corpus, "a.jsonl", [("Solar cells", "Perovskite solar cells reach 30% efficiency."),
+                               ("Graph networks", "Message passing on molecular graphs.")])
+    s = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus})
+    caplog.set_level(logging.INFO, logger="rag")
+    build_index(s, HashEmbedder(), paths=[corpus])
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any("built in full" in r.getMessage() for r in caplog.records)
