@@ -45,6 +45,12 @@ class TimedEmbedder:
         with self.sw.time("embed"):
             return self.inner.embed(texts)
 
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """What the indexer calls for stored chunks (the inner embedder's own batch size for them, if it has one)."""
+        self.texts += len(texts)
+        with self.sw.time("embed"):
+            return getattr(self.inner, "embed_documents", self.inner.embed)(texts)
+
     def count_tokens(self, text: str) -> int:
         with self.sw.time("count_tokens"):
             return self.inner.count_tokens(text)

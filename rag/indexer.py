@@ -133,7 +133,8 @@ def _index_batch(batch: list[Paper], settings: Settings, embedder: Embedder, sto
             chunks.append(c)
             texts.append(text)
             metas.append({"source": paper.source, "has_code": paper.has_code})
-    vectors = embedder.embed(texts)
+    # An embedder may store chunks with its own batch size (`embed_documents`); one without embeds them as any text.
+    vectors = getattr(embedder, "embed_documents", embedder.embed)(texts)
     _note_rewritten(IndexPaths.of(settings).lexical, [p.paper_id for p in batch])
     store.upsert(chunks, vectors, metas)
     stale = store.chunk_ids([p.paper_id for p in batch]) - {c.chunk_id for c in chunks}

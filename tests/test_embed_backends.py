@@ -29,6 +29,7 @@ def test_fingerprint_tracks_the_backend_and_keeps_torch_indexes() -> None:
     blob = json.dumps(legacy, sort_keys=True, default=str).encode()
     assert prints["torch"] == hashlib.sha256(blob).hexdigest()[:12]
     assert load(flags={"embedding.batch_size": 8}, env={}).fingerprint() == Settings().fingerprint()
+    assert load(flags={"embedding.ingest_batch_size": 32}, env={}).fingerprint() == Settings().fingerprint()
 
 
 def test_unknown_backend_is_a_config_error() -> None:
@@ -124,6 +125,9 @@ def test_backend_agrees_with_float32(backend: str, reference: tuple[list[str], n
     # A query is a batch of one. int8 activations are quantized with one scale per batch, so a text's vector moves a
     # little with its batch-mates (measured 0.993 for onnx-int8 here), within the same floor as against float32.
     assert float(emb.embed([texts[3]])[0] @ vectors[3]) >= MIN_COSINE[backend]
+    # Stored chunks go through `embed_documents`, batched by `ingest_batch_size`: the same texts, same floor.
+    docs = emb.embed_documents(texts)
+    assert docs.shape == ref.shape and float((docs * ref).sum(axis=1).min()) >= MIN_COSINE[backend]
 
 
 @pytest.mark.slow

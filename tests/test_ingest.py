@@ -125,3 +125,28 @@ def test_utf16_without_bom_is_not_misread(tmp_path: Path) -> None:
     (tmp_path / "u.txt").write_bytes(codecs.BOM_UTF16_LE + "V\n\n".encode("utf-16-le") + ABSTRACT.encode("utf-16-le"))
     papers, _ = parse(tmp_path)
     assert papers[0].abstract == ABSTRACT
+
+
+def test_stored_chunks_go_through_embed_documents_when_the_embedder_has_it(tmp_path: Path) -> None:
+    """The real embedder batches stored chunks apart from questions (`embed_documents`); the indexer uses it when
+    present, and a plain embedder (`embed` only) still works."""
+    import numpy as np
+    from conftest import SEEDS, make_settings
+    from fakes import HashEmbedder
+
+    from rag.indexer import build_index
+
+    class DocumentsAware(HashEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.documents = 0
+
+        def embed_documents(self, texts: list[str]) -> np.ndarray:
+            self.documents += len(texts)
+            return self.embed(texts)
+
+    emb = DocumentsAware()
+    summary = build_index(make_settings(tmp_path / "a"), emb, paths=[SEEDS])
+    assert emb.documents == summary.chunks > 0
+    plain = HashEmbedder()
+    assert build_index(make_settings(tmp_path / "b"), plain, paths=[SEEDS]).chunks == summary.chunks
