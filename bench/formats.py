@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.generate import Message, quantized_copy
+from rag.generate import FTYPE_Q4_0, FTYPE_Q5_0, FTYPE_Q5_1, FTYPE_Q8_0, Message, quantized_copy
 
 from . import llm
 from .measure import median
@@ -35,7 +35,8 @@ from .measure import median
 log = logging.getLogger(__name__)
 
 # llama_ftype values (llama.h). F16 first: it is the fidelity reference.
-FORMATS = {"F16": 1, "Q8_0": 7, "Q5_1": 9, "Q5_0": 8, "Q4_K_M": 15, "IQ4_NL": 25, "Q4_0": 2}
+FORMATS = {"F16": 1, "Q8_0": FTYPE_Q8_0, "Q5_1": FTYPE_Q5_1, "Q5_0": FTYPE_Q5_0, "Q4_K_M": 15, "IQ4_NL": 25,
+           "Q4_0": FTYPE_Q4_0}
 
 
 def fidelity_logprobs(path: Path, texts: Sequence[str], threads: int, max_tokens: int = 256) -> list[np.ndarray]:

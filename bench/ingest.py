@@ -24,7 +24,7 @@ import numpy as np
 
 from rag.chunk import chunk_paper
 from rag.config import Settings
-from rag.embed import Embedder
+from rag.embed import Embedder, embed_documents
 from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
 from rag.ingest import ParseReport, find_files, read_papers
 from rag.text import split_sentences
@@ -49,7 +49,7 @@ class TimedEmbedder:
         """What the indexer calls for stored chunks (the inner embedder's own batch size for them, if it has one)."""
         self.texts += len(texts)
         with self.sw.time("embed"):
-            return getattr(self.inner, "embed_documents", self.inner.embed)(texts)
+            return embed_documents(self.inner, texts)
 
     def count_tokens(self, text: str) -> int:
         with self.sw.time("count_tokens"):

@@ -52,6 +52,12 @@ class Embedder(Protocol):
         ...
 
 
+def embed_documents(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Vectors for chunks being stored: `embedder.embed_documents` when it has one (the real embedder batches stored
+    chunks apart from questions: `SentenceTransformerEmbedder.embed_documents`), else `embed`."""
+    return getattr(embedder, "embed_documents", embedder.embed)(texts)
+
+
 def model_dir(name: str) -> Path:
     """Where the named model's files are: the packaged default, or a local folder."""
     if name == DEFAULT_EMBEDDER:

@@ -32,7 +32,7 @@ from .catalog import Catalog, writer_lock
 from .catalog import check_unlocked as catalog_check_unlocked
 from .chunk import chunk_paper, embed_text
 from .config import Settings
-from .embed import Embedder
+from .embed import Embedder, embed_documents
 from .files import file_sha256
 from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
@@ -133,8 +133,7 @@ def _index_batch(batch: list[Paper], settings: Settings, embedder: Embedder, sto
             chunks.append(c)
             texts.append(text)
             metas.append({"source": paper.source, "has_code": paper.has_code})
-    # An embedder may store chunks with its own batch size (`embed_documents`); one without embeds them as any text.
-    vectors = getattr(embedder, "embed_documents", embedder.embed)(texts)
+    vectors = embed_documents(embedder, texts)
     _note_rewritten(IndexPaths.of(settings).lexical, [p.paper_id for p in batch])
     store.upsert(chunks, vectors, metas)
     stale = store.chunk_ids([p.paper_id for p in batch]) - {c.chunk_id for c in chunks}
@@ -382,8 +381,7 @@ def rebuild_lexical(store: ChunkStore, catalog: Catalog, folder: Path | None, pa
     if incremental and folder is not None:
         rewritten = _read_journal(folder)
         if rewritten is not None:
-            # The paper id is the chunk id's prefix ("<paper_id>:<index>", checked by `ChunkStore.upsert`).
-            rows = [(cid, cid.rsplit(":", 1)[0]) for ids in store.iter_ids() for cid in ids]
+            rows = [row for page in store.iter_rows() for row in page]
             index = LexicalIndex.update(folder, rows, rewritten, texts)
     how = "updated" if index is not None else "built in full"
     if index is None:

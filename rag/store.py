@@ -41,6 +41,11 @@ def _chroma_settings() -> Any:
     return ChromaSettings(anonymized_telemetry=False, allow_reset=False)
 
 
+def paper_of(chunk_id: str) -> str:
+    """The paper of a chunk id, "<paper_id>:<index>" (`upsert` refuses any other): "6480b13c:2" -> "6480b13c"."""
+    return chunk_id.rsplit(":", 1)[0]
+
+
 class ChunkStore:
     """Chunk vectors in one Chroma collection."""
 
@@ -98,7 +103,7 @@ class ChunkStore:
             raise ValueError("chunks, vectors and metadata must have the same length")
         if len(vectors) and vectors.shape[1] != self.dim:
             raise StoreError(f"vector dimension {vectors.shape[1]} does not match the collection's {self.dim}")
-        wrong = next((c.chunk_id for c in chunks if c.chunk_id.rsplit(":", 1)[0] != c.paper_id), None)
+        wrong = next((c.chunk_id for c in chunks if paper_of(c.chunk_id) != c.paper_id), None)
         if wrong is not None:  # `query` reads the paper id from the chunk id
             raise ValueError(f"chunk id {wrong!r} does not start with its paper id and ':'")
         step = self.max_batch()
@@ -141,7 +146,7 @@ class ChunkStore:
         """The papers with a chunk in the store, from the chunk ids' prefix ("<paper_id>:<index>", checked by
         `upsert`): at 295k chunks 0.9 s, where reading every chunk's metadata 5,000 at a time took 19 s of each
         ingest's final sweep."""
-        return {cid.rsplit(":", 1)[0] for ids in self.iter_ids() for cid in ids}
+        return {pid for page in self.iter_rows() for _, pid in page}
 
     def all_chunks(self) -> list[tuple[str, str, str]]:
         """(chunk_id, paper_id, text) of every stored chunk, for checks."""
@@ -150,30 +155,30 @@ class ChunkStore:
     def iter_chunks(self, step: int = 5000) -> Iterator[list[tuple[str, str, str]]]:
         """Every stored chunk as (chunk_id, paper_id, text), `step` at a time, in the store's own order: what the
         lexical index is rebuilt from without holding every text at once."""
-        offset = 0
-        while True:
-            got = self._col.get(include=["metadatas", "documents"], limit=step, offset=offset)
+        for got in self._pages(["metadatas", "documents"], step):
             ids, metas, docs = got["ids"], got.get("metadatas") or [], got.get("documents") or []
-            if ids:
-                yield [(i, str(m["paper_id"]), d or "") for i, m, d in zip(ids, metas, docs)]
-            if len(ids) < step:
-                return
-            offset += step
+            yield [(i, str(m["paper_id"]), d or "") for i, m, d in zip(ids, metas, docs)]
 
-    def iter_ids(self, step: int = 100_000) -> Iterator[list[str]]:
-        """Every stored chunk id, `step` at a time, in the order `iter_chunks` pages the chunks: what an update of
-        the lexical index reads instead of every text.
+    def iter_rows(self, step: int = 100_000) -> Iterator[list[tuple[str, str]]]:
+        """Every stored chunk as (chunk_id, paper_id), `step` at a time, in the order `iter_chunks` pages the
+        chunks, read from the ids alone (the paper id is the chunk id's prefix: `paper_of`): what an update of the
+        lexical index reads instead of every text.
 
         Ids alone are cheap in big pages: at 295k chunks 0.9 s in pages of 100k, where `iter_chunks` took 21 s in
         pages of 5,000 (12 s in pages of 30,000; a page with texts is bounded by SQLite's 32k variables). Each
         page re-scans the rows before its offset, so small pages cost even for ids: 10 s in pages of 5,000.
         """
+        for got in self._pages([], step):
+            yield [(cid, paper_of(cid)) for cid in got["ids"]]
+
+    def _pages(self, include: list[str], step: int) -> Iterator[dict[str, Any]]:
+        """Chroma `get` results of every stored chunk, `step` at a time (no empty page)."""
         offset = 0
         while True:
-            ids = self._col.get(include=[], limit=step, offset=offset)["ids"]
-            if ids:
-                yield list(ids)
-            if len(ids) < step:
+            got: dict[str, Any] = dict(self._col.get(include=include, limit=step, offset=offset))  # type: ignore[arg-type]
+            if got["ids"]:
+                yield got
+            if len(got["ids"]) < step:
                 return
             offset += step
 
@@ -196,7 +201,7 @@ class ChunkStore:
             raise StoreError(f"{self.url or self.path}: query failed ({type(e).__name__}: {e})") from None
         ids = res["ids"][0]
         docs = (res.get("documents") or [[]])[0] or [""] * len(ids)
-        metas = (res.get("metadatas") or [[]])[0] or [{"paper_id": i.rsplit(":", 1)[0]} for i in ids]
+        metas = (res.get("metadatas") or [[]])[0] or [{"paper_id": paper_of(i)} for i in ids]
         dists = (res.get("distances") or [[]])[0] or []
         return [
             StoredChunk(chunk_id=i, paper_id=str(m["paper_id"]), text=d or "", similarity=1.0 - float(dist))
