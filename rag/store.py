@@ -7,11 +7,19 @@ to fix it, never a dimension exception in the middle of a query.
 
 The store is embedded (`PersistentClient` in the data folder) or, when `chroma_url` is set, a Chroma server
 (`HttpClient`). Telemetry is off either way. Nothing outside this module sees a Chroma result object.
+
+Chroma writes to its SQLite file even to read (it fails with "attempt to write a readonly database"), so an
+embedded store in a folder this process cannot write (a read-only mount, a read-only copy of a data folder) is read
+from a private copy made in a temporary folder, removed at exit; the original is never touched.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +70,12 @@ class ChunkStore:
                 self._client = chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
                                                    ssl=parsed.scheme == "https", settings=_chroma_settings())
             else:
-                path.mkdir(parents=True, exist_ok=True)
-                self._client = chromadb.PersistentClient(path=str(path), settings=_chroma_settings())
+                opened = path
+                if not create and path.is_dir() and not _writable(path):
+                    opened = _private_copy(path)
+                else:
+                    path.mkdir(parents=True, exist_ok=True)
+                self._client = chromadb.PersistentClient(path=str(opened), settings=_chroma_settings())
             if create:
                 self._col = self._client.get_or_create_collection(
                     collection, embedding_function=None,
@@ -217,6 +229,24 @@ class ChunkStore:
         except Exception as e:
             raise StoreError(f"{self.url or self.path}: reading chunks failed ({type(e).__name__}: {e})") from None
         return {i: d or "" for i, d in zip(got["ids"], got.get("documents") or [])}
+
+def _writable(folder: Path) -> bool:
+    """Can this process write the folder and its SQLite file (a read-only mount says no, even to root)?"""
+    db = folder / "chroma.sqlite3"
+    return os.access(folder, os.W_OK) and (not db.exists() or os.access(db, os.W_OK))
+
+
+def _private_copy(folder: Path) -> Path:
+    """A copy of a read-only Chroma folder to open instead (Chroma writes even to read), removed at exit."""
+    tmp = Path(tempfile.mkdtemp(prefix="rag-readonly-chroma-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    copy = tmp / "chroma"
+    shutil.copytree(folder, copy)
+    for p in (copy, *copy.rglob("*")):  # the copy keeps read-only modes (a chmod'ed folder): make it writable
+        p.chmod(p.stat().st_mode | 0o200)
+    log.warning("%s is read-only: reading a private copy of the vector store in %s", folder, copy)
+    return copy
+
 
 def _missing(where: str, collection: str, client: Any, names: list[str]) -> str:
     """Why a collection is not there, naming what the store holds instead, and the fix."""

@@ -2,6 +2,9 @@
 
 The guard makes any connection to a non-loopback address fail at once, so a test that would reach the network
 fails instead of hanging (and proves the suite runs offline).
+
+Under CI (the `CI` variable non-empty) a skipped test is a failure, its reason shown: whatever a test needs is
+installed by `pyproject.toml`'s [test] extra or `scripts/test.sh`, so a skip there means a guarantee went unchecked.
 """
 
 from __future__ import annotations
@@ -62,6 +65,34 @@ socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 
 
+def _skips_fail() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def _as_failure(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Turn a skipped report into a failed one whose message is the skip's reason."""
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    report.outcome = "failed"
+    report.longrepr = f"skipped under CI, which counts as a failure (CI={os.environ.get('CI')!r}): {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if _skips_fail() and report.skipped and not hasattr(report, "wasxfail"):
+        _as_failure(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if _skips_fail() and report.skipped:  # a module-level skip or importorskip
+        _as_failure(report)
+
+
 def make_settings(data_dir: Path, **flags: object) -> Settings:
     return load(flags={"paths.data_dir": data_dir, "paths.seeds_dir": SEEDS, **flags}, env={})
 
@@ -104,6 +135,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def read_only_shell(folder: Path, script: str) -> list[str]:
+    """A command running `script` (sh) with `folder` read-only even for root, who runs CI and whom chmod does not
+    stop: a read-only bind mount in a private mount namespace (`unshare -m`). Checked first: if this machine
+    cannot do it, the test is skipped, which CI counts as a failure. A non-root user gets `chmod -R a-w` instead."""
+    if os.geteuid() != 0:
+        return ["sh", "-c", f"chmod -R a-w {folder} && {{ {script}; }}; rc=$?; chmod -R u+w {folder}; exit $rc"]
+    probe = folder.parent / f".ro-probe-{os.getpid()}"
+    probe.mkdir(exist_ok=True)
+    try:
+        check = f"mount --bind {probe} {probe} && mount -o remount,bind,ro {probe} && ! touch {probe}/x 2>/dev/null"
+        ok = shutil.which("unshare") is not None and subprocess.run(
+            ["unshare", "-m", "sh", "-c", check], capture_output=True).returncode == 0
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    if not ok:
+        pytest.skip("cannot make a folder read-only for root here: `unshare -m` and a read-only bind mount failed")
+    return ["unshare", "-m", "sh", "-c", f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
+            f"{{ {script}; }}"]
 
 
 @contextlib.contextmanager

@@ -28,15 +28,16 @@ QUESTIONS = [
 
 
 def _chroma_cli() -> str:
+    """The `chroma` command chromadb (a dependency) installs next to this Python; never skipped when missing."""
     found = Path(sys.executable).parent / "chroma"
-    return str(found) if found.exists() else (shutil.which("chroma") or "")
+    cli = str(found) if found.exists() else (shutil.which("chroma") or "")
+    assert cli, f"no `chroma` command next to {sys.executable} or on PATH: reinstall with `bash scripts/install.sh`"
+    return cli
 
 
 @pytest.fixture(scope="module")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     cli = _chroma_cli()
-    if not cli:
-        pytest.skip("the chroma CLI (from the chromadb package) is not installed")
     port = free_port()
     folder = tmp_path_factory.mktemp("chroma-server")
     url = f"http://127.0.0.1:{port}"
