@@ -1,8 +1,10 @@
 """The Evaluation tab: the latest eval run's summary, plots, model comparison and every question with its result.
 
 Reads `eval/runs/*/` (written by `python -m rag eval`); never runs an evaluation itself. Plots are loaded into
-memory and handed to Gradio as images, so no file route into the project is opened. Text from the run files
-reaches the page through Gradio's Markdown (sanitised) or a Dataframe (plain cells).
+memory and handed to Gradio as images, so no file route into the project is opened. Text from the run files (which
+holds model output and retrieved abstracts, so anything) goes through `sanitise` before Gradio's Markdown: no raw
+HTML, no image or link (remote or not), no bare URL the renderer would turn into a link, no local absolute path.
+Question rows go to a Dataframe (plain cells) with paths hidden the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +19,39 @@ import gradio as gr
 from rag.config import PROJECT_ROOT
 
 RUNS = PROJECT_ROOT / "eval" / "runs"
+# ![alt](url "title") and [text](url): the brackets' text stays, the target goes (one level of nested brackets).
+_IMAGE = re.compile(r"!\[((?:[^\[\]]|\[[^\]]*\])*)\]\s*(\([^)]*\)|\[[^\]]*\])?")
+_LINK = re.compile(r"\[((?:[^\[\]]|\[[^\]]*\])*)\]\s*(\([^)]*\)|\[[^\]]*\])")
+_REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*\S.*$", re.MULTILINE)  # [ref]: http://... definitions
+_FILE_URL = re.compile(r"\bfile:/*[^\s`)]*", re.IGNORECASE)
+_URL = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s`<>&\"']*[^\s`<>&\"'.,;:!?)\]]", re.IGNORECASE)
+# An absolute path: "/" not after a word character, ":" or "/" (so not "1/2", a URL's path or "a/b"), then at least
+# two segments, e.g. "/root/.cache/x.gguf"; "~/..." too.
+_PATH = re.compile(r"(?<![\w:/~.])(?:~|/[\w.@+-]+)(?:/[\w.@+-]+)*/([\w.@+-]+)")
+_HTML = str.maketrans({"<": "&lt;", ">": "&gt;"})
 PLOTS = (("recall_at_k.png", "Recall@k"), ("per_kind.png", "Score per question kind"),
          ("latency.png", "Latency"), ("abstention_sweep.png", "Abstention threshold sweep"))
+
+
+def hide_paths(text: str) -> str:
+    """Local absolute paths shortened to their last part: the project's own files relative to it,
+    e.g. "/work/app/eval/runs/r1/report.md" -> "eval/runs/r1/report.md", "/root/.cache/m.gguf" -> "…/m.gguf"."""
+    text = text.replace(str(PROJECT_ROOT) + "/", "")
+    return _PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
+def sanitise(markdown: str) -> str:
+    """Report Markdown safe to render: raw HTML shown as text, images and links reduced to their text, link
+    definitions and file: URLs dropped, bare URLs in code spans (shown, never linked), local paths hidden.
+    e.g. 'see ![x](http://e.vil/p.png) <img src=y> [doc](https://a.b) /root/m.gguf' ->
+    'see x &lt;img src=y&gt; doc …/m.gguf'."""
+    text = markdown.translate(_HTML)
+    for _ in range(3):  # an image inside a link's text: [![x](a)](b)
+        text = _LINK.sub(lambda m: m.group(1), _IMAGE.sub(lambda m: m.group(1), text))
+    text = _REFERENCE.sub("", text)
+    text = _FILE_URL.sub("(local file)", text)
+    text = hide_paths(text)
+    return _URL.sub(lambda m: "`" + m.group(0) + "`", text)
 
 
 def latest_run(root: Path = RUNS) -> Path | None:
@@ -43,13 +76,13 @@ def _report(run: Path) -> str:
         text = (run / "report.md").read_text(encoding="utf-8")
     except OSError:
         return "This run has no report."
-    return re.sub(r"^!\[.*$", "", text, flags=re.MULTILINE)
+    return sanitise(re.sub(r"^!\[.*$", "", text, flags=re.MULTILINE))
 
 
 def _comparison(run: Path) -> str:
     for candidate in (run / "compare.md", *sorted(run.parent.glob("*/compare.md"), key=lambda p: -p.stat().st_mtime)):
         if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
+            return sanitise(candidate.read_text(encoding="utf-8"))
     return "No model comparison yet: run `python -m rag eval --models smollm2 gemma3 --limit 40`."
 
 
@@ -67,7 +100,8 @@ def question_rows(run: Path) -> list[list[Any]]:
         m = q.get("metrics") or {}
         passed = m.get("correct")
         rows.append([
-            q.get("id", ""), q.get("kind", ""), q.get("question", ""), q.get("answer", ""),
+            q.get("id", ""), q.get("kind", ""), hide_paths(str(q.get("question", ""))),
+            hide_paths(str(q.get("answer", ""))),
             ", ".join(str(c.get("n")) + ":" + str(c.get("paper_id", ""))[:8] for c in q.get("citations") or []),
             "" if passed is None else ("pass" if passed and float(passed) >= 0.999 else f"{float(passed):.2f}"),
         ])
@@ -92,7 +126,7 @@ def load(root: Path = RUNS) -> list[Any]:
     if run is None:
         empty = "No evaluation run yet: `python -m rag eval` writes one under eval/runs/."
         return [empty, "", [], *([None] * len(PLOTS))]
-    return [f"**Run `{run.name}`**\n\n" + _report(run), _comparison(run), question_rows(run), *_images(run)]
+    return [f"**Run {sanitise(run.name)}**\n\n" + _report(run), _comparison(run), question_rows(run), *_images(run)]
 
 
 def tab() -> list[Any]:
