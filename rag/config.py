@@ -110,12 +110,19 @@ class Generation:
                             "`python -m llama_cpp.server --model big.gguf`; empty = run the GGUF in-process", "")
     remote_model: str = _desc("model name sent to the remote server (empty = the server's first model)", "")
     remote_timeout_s: float = _desc("seconds to wait for the remote server to connect or send the next piece", 120.0)
+    remote_parallel: int = _desc("answers the remote server may generate at once; retrieval still takes the local "
+                                 "compute lock, generation does not (llama.cpp's server: match its --n_parallel)", 4)
 
 
 @dataclass(frozen=True)
 class UI:
     host: str = _desc("address the app listens on", "127.0.0.1")
     port: int = _desc("port the app listens on", 7860)
+    api_token: str = field(default="", metadata={
+        "description": "bearer token the OpenAI-compatible API (/v1) requires when set (`Authorization: Bearer "
+                       "TOKEN`); set it from RAG_UI_API_TOKEN rather than a file in git", "secret": True})
+    api_max_pending: int = _desc("API answers admitted at once (running or waiting for the model); more get "
+                                 "HTTP 503 with Retry-After", 16)
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,13 @@ class Settings:
         return hashlib.sha256(blob).hexdigest()[:12]
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self), default=str))
+        """Every setting, secrets (the API token) masked: reports stamp this."""
+        out = json.loads(json.dumps(dataclasses.asdict(self), default=str))
+        for group in fields(self):
+            for f in fields(getattr(self, group.name)):
+                if f.metadata.get("secret") and out[group.name][f.name]:
+                    out[group.name][f.name] = "***"
+        return out
 
 
 _ALIASES = {
@@ -263,5 +276,8 @@ def validate(s: Settings) -> None:
                           "must be >= 1 / >= 0")
     if not 0.0 <= s.generation.temperature <= 2.0:
         raise ConfigError(f"generation.temperature: {s.generation.temperature} must be within 0..2")
+    if s.generation.remote_parallel < 1 or s.ui.api_max_pending < 1:
+        raise ConfigError(f"generation.remote_parallel / ui.api_max_pending: {s.generation.remote_parallel} / "
+                          f"{s.ui.api_max_pending} must be >= 1")
     if not 1 <= s.ui.port <= 65535:
         raise ConfigError(f"ui.port: {s.ui.port} is not a port number")

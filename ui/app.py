@@ -33,7 +33,7 @@ from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in
 from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError  # noqa: E402
 from rag.retrieve import Filters  # noqa: E402
 
-from . import evaluation  # noqa: E402
+from . import api, evaluation  # noqa: E402
 from . import render as R  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -203,13 +203,23 @@ class Handlers:
             turn.update(a="", html=f'<span class="error">{R.safe_text(friendly(e))}</span>')
             yield _messages(turns), R.message(friendly(e), "error"), turns, gr.skip()
 
-    def chat_api(self, question: str) -> dict[str, Any]:
-        """Answer one question: {"answer", "abstained", "mode", "citations", "hits", "timings", ...}."""
+    def chat_api(self, question: str, history: list[dict[str, Any]] | None = None,
+                 filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Answer one question: {"answer", "abstained", "mode", "citations", "hits", "timings", ...}.
+
+        `history`: earlier turns, [{"role": "user" | "assistant", "content": "..."}] (a follow-up such as "and its
+        overhead?" is read with them, as in the chat); `filters`: {"sources": [file names], "has_code": bool,
+        "paper_ids": [ids]}. Both optional: `predict("question", api_name="/chat")` still works.
+        """
         if not (question or "").strip():
             raise gr.Error("Ask a question.")
         try:
+            turns, only = api.turns_from(history or [], "history"), api.filters_from(filters or None)
+        except api.ApiError as e:
+            raise gr.Error(e.message) from None
+        try:
             with ANSWER_LOCK:
-                return self.assistant.ask(question.strip()).to_dict()
+                return self.assistant.ask(question.strip(), history=turns, filters=only).to_dict()
         except Exception as e:
             log.exception("chat api failed")
             raise gr.Error(friendly(e)) from None
@@ -380,15 +390,29 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
     return app
 
 
-def launch(app: gr.Blocks, settings: Settings, port: int | None = None, block: bool = True) -> None:
-    """Queue and start the app: local only, no share link, no file serving beyond Gradio's own assets."""
+def launch(app: gr.Blocks, settings: Settings, port: int | None = None, block: bool = True,
+           assistant: Assistant | None = None) -> api.Served | None:
+    """Queue and start the app: local only, no share link, no file serving beyond Gradio's own assets.
+
+    With `assistant`, the OpenAI-compatible API (ui/api.py) shares the port: one FastAPI app with the UI mounted at
+    "/", served by uvicorn; unblocked, the returned handle's close() stops it. Without, Gradio serves the UI alone.
+    """
     app.queue(default_concurrency_limit=1)
     blocked = [str(p.resolve()) for p in (settings.paths.data_dir, settings.paths.models_dir, settings.paths.seeds_dir)]
     if settings.generation.model_path:
         blocked.append(str(Path(settings.generation.model_path).resolve()))
-    app.launch(server_name=settings.ui.host, server_port=port or settings.ui.port, share=False, allowed_paths=[],
-               blocked_paths=blocked, show_error=False, prevent_thread_lock=not block, quiet=not block,
-               css=R.CSS, head=R.HEAD, mcp_server=False, ssr_mode=False)
+    port = port or settings.ui.port
+    ui: dict[str, Any] = dict(allowed_paths=[], blocked_paths=blocked, show_error=False, css=R.CSS, head=R.HEAD,
+                              mcp_server=False, ssr_mode=False)
+    if assistant is not None:
+        both = gr.mount_gradio_app(api.create_api(assistant, settings), app, path="/", server_name=settings.ui.host,
+                                   server_port=port, **ui)
+        if block:
+            print(f"Serving on http://{settings.ui.host}:{port} (UI) and /v1 (OpenAI-compatible API)", flush=True)
+        return api.run(both, settings.ui.host, port, block)
+    app.launch(server_name=settings.ui.host, server_port=port, share=False, prevent_thread_lock=not block,
+               quiet=not block, **ui)
+    return None
 
 
 def serve(settings: Settings) -> None:
@@ -398,4 +422,4 @@ def serve(settings: Settings) -> None:
     log.info("index ready: %d papers, %d chunks", summary.papers, summary.chunks)
     assistant = Assistant(settings)
     assistant.warm()
-    launch(build_app(assistant, settings), settings)
+    launch(build_app(assistant, settings), settings, assistant=assistant)
