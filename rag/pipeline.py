@@ -137,6 +137,20 @@ class Assistant:
             return question
         return f"{question} (previous question: {last_user[:300]})"
 
+    def _generate(self, generator: Generator, messages: list[Message], max_tokens: int, temperature: float,
+                  stop: list[str] | None) -> Iterator[str]:
+        """`generator.stream`, entered with the compute lock held. A generator that runs elsewhere (a remote server:
+        `runs_elsewhere`) streams with the lock released, so other questions retrieve meanwhile and several answers
+        generate at once (as many as the generator allows); the lock is taken back before the answer is checked."""
+        if not getattr(generator, "runs_elsewhere", False):
+            yield from generator.stream(messages, max_tokens, temperature, stop=stop)
+            return
+        self.compute.release()
+        try:
+            yield from generator.stream(messages, max_tokens, temperature, stop=stop)
+        finally:
+            self.compute.acquire()
+
     def ask(self, question: str, history: list[Message] | None = None, filters: Filters | None = None,
             top_k: int | None = None, temperature: float | None = None, max_tokens: int | None = None) -> Answer:
         final: Answer | None = None
@@ -204,8 +218,8 @@ class Assistant:
             first: float | None = None
             t = time.perf_counter()
             # A blank line ends the answer: past it a small model starts lists and explanations it makes up.
-            for piece in generator.stream(budget.messages, budget.max_tokens, gen.temperature,
-                                          stop=None if summary else ["\n\n"]):
+            for piece in self._generate(generator, budget.messages, budget.max_tokens, gen.temperature,
+                                        stop=None if summary else ["\n\n"]):
                 if first is None:
                     first = time.perf_counter()
                     timings["first_token_ms"] = (first - t0) * 1000

@@ -11,6 +11,10 @@ has one; otherwise a deliberately high estimate of one token per 3 bytes (Englis
 token, so the budget errs towards dropping evidence, never towards overflowing the context), e.g. 1,200 bytes ->
 400 tokens. The context size comes from llama.cpp's `GET /props` when offered, else `generation.n_ctx`.
 
+Generation runs on the server, so it needs no local lock: up to `generation.remote_parallel` streams run at once
+(a semaphore; match the server's parallel slots, e.g. llama.cpp's `--n_parallel`), and `runs_elsewhere` tells the
+pipeline it may release its compute lock while this streams.
+
 Every failure (no server, HTTP error, an error event in the stream) is a `ModelError` naming the URL. This module
 does not start or manage servers.
 """
@@ -41,7 +45,10 @@ class RemoteGenerator:
     def __init__(self, settings: Generation, client: httpx.Client | None = None) -> None:
         base = settings.remote_url.rstrip("/")
         self.url = base[:-3] if base.endswith("/v1") else base
-        self.lock = threading.RLock()
+        # At most remote_parallel streams at once. A semaphore, not a lock: a stream may be resumed, and so release
+        # its slot, from a thread other than the one that took it.
+        self.slots = threading.BoundedSemaphore(settings.remote_parallel)
+        self.runs_elsewhere = True  # see the module docstring
         self._client = client or httpx.Client(base_url=self.url, timeout=httpx.Timeout(settings.remote_timeout_s))
         self._tokenize: bool | None = None  # whether /extras/tokenize works; found out on first use
         self.model = settings.remote_model or self._first_model()
@@ -93,7 +100,7 @@ class RemoteGenerator:
                                 "temperature": temperature, "stream": True}
         if stop:
             body["stop"] = stop
-        with self.lock:
+        with self.slots:
             try:
                 with self._client.stream("POST", "/v1/chat/completions", json=body) as r:
                     if r.status_code != 200:
