@@ -192,6 +192,27 @@ class Catalog:
             self._db.execute("insert or replace into meta values (?, ?)", (key, value))
 
 
+def read_meta(path: Path, key: str) -> str | None:
+    """One meta value of the catalog at `path`, read without creating or writing anything (None when the catalog,
+    its meta table or the key is not there): what readers need before they open the store."""
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        try:
+            row = db.execute("select value from meta where key = ?", (key,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return None
+        raise StoreError(f"{path}: cannot open the paper catalog ({e})") from None
+    except sqlite3.Error as e:
+        raise StoreError(f"{path}: cannot open the paper catalog ({e}); it is damaged: rebuild the index with "
+                         "`python -m rag ingest --rebuild`") from None
+    return row[0] if row else None
+
+
 def check_unlocked(folder: Path) -> None:
     """Raise StoreLockedError now if another process is writing, e.g. before loading a model for minutes only to
     find the store busy. Advisory: the writer still takes `writer_lock`, which is what guarantees one writer."""

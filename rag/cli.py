@@ -66,7 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="parse, chunk, embed and store abstracts", epilog=EXAMPLES["ingest"])
     p.add_argument("paths", nargs="*", type=Path, help="files or folders (default: the seeds folder)")
     p.add_argument("--keep-removed", action="store_true", help="keep papers of files that are gone")
-    p.add_argument("--rebuild", action="store_true", help="drop this index and build it again")
+    p.add_argument("--rebuild", action="store_true",
+                   help="drop this index and build it again: without PATHS from every source it holds; with PATHS, "
+                        "refused if sources not among them would be dropped (see --drop-others)")
+    p.add_argument("--drop-others", action="store_true",
+                   help="with --rebuild: drop the papers of stored sources not among PATHS (or gone)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _common(p)
 
@@ -122,10 +126,18 @@ def _progress(total_hint: int | None = None) -> Callable[[str, int], None]:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    from .pipeline import ingest
+    from .embed import SentenceTransformerEmbedder
+    from .indexer import build_index, check_rebuild, check_unlocked
 
-    summary = ingest(settings, paths=args.paths or None, keep_removed=args.keep_removed, rebuild=args.rebuild,
-                     progress=_progress())
+    if args.drop_others and not args.rebuild:
+        raise RagError("ingest: --drop-others only applies with --rebuild")
+    # Both checks fail in a second, before the embedder loads; build_index repeats them under the writer lock.
+    check_unlocked(settings)
+    if args.rebuild:
+        check_rebuild(settings, args.paths or None, args.drop_others)
+    embedder = SentenceTransformerEmbedder(settings.embedding, cache_dir=settings.paths.data_dir)
+    summary = build_index(settings, embedder, paths=args.paths or None, keep_removed=args.keep_removed,
+                          rebuild=args.rebuild, drop_others=args.drop_others, progress=_progress())
     if args.json:
         print(json.dumps({
             "papers": summary.papers, "chunks": summary.chunks, "added": summary.added, "removed": summary.removed,

@@ -24,11 +24,12 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog import Catalog, writer_lock
+from .catalog import Catalog, read_meta, writer_lock
 from .catalog import check_unlocked as catalog_check_unlocked
 from .chunk import chunk_paper, embed_text
 from .config import Settings
@@ -37,7 +38,7 @@ from .files import file_sha256
 from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
 from .records import Chunk, IngestError, Paper, StoreError
-from .store import ChunkStore, drop_collection
+from .store import ChunkStore, drop_collection, paper_of
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +65,30 @@ class IngestSummary:
 
 @dataclass(frozen=True)
 class IndexPaths:
-    """Where one index's parts live under the data folder."""
+    """Where one index's parts live under the data folder, and its Chroma collection's name.
+
+    The collection is `chunks-<fingerprint>-<namespace>`, the namespace a random id made with the catalog and kept
+    in its meta table, so data folders sharing one Chroma server never share a collection (each ingest's sweep
+    deletes the chunks its own catalog does not know). An index built before the namespace existed has none in its
+    catalog and keeps its collection `chunks-<fingerprint>`; `ingest --rebuild` (which re-reads every stored
+    source) moves it to a namespaced one.
+    """
 
     chroma: Path
     folder: Path
-    collection: str
+    base: str  # chunks-<fingerprint>
 
     @classmethod
     def of(cls, settings: Settings) -> IndexPaths:
         fp = settings.fingerprint()
         data = settings.paths.data_dir
-        return cls(chroma=data / "chroma", folder=data / f"index-{fp}", collection=f"chunks-{fp}")
+        return cls(chroma=data / "chroma", folder=data / f"index-{fp}", base=f"chunks-{fp}")
+
+    @property
+    def collection(self) -> str:
+        """Read from the catalog each time (no catalog yet: the base name); StoreError if it is damaged."""
+        namespace = read_meta(self.catalog, "namespace")
+        return f"{self.base}-{namespace}" if namespace else self.base
 
     @property
     def catalog(self) -> Path:
@@ -97,12 +111,46 @@ def check_unlocked(settings: Settings) -> None:
 
 
 def open_store(settings: Settings, embedder: Embedder, create: bool = True) -> ChunkStore:
+    """The index's collection. Opened for reading (`create=False`) with a catalog present, it is checked against
+    the catalog first (`check_agrees`): a collection missing papers' chunks is a StoreError naming the fix."""
     ip = IndexPaths.of(settings)
     c = settings.chunking
     stamp = {"fingerprint": settings.fingerprint(),
              "chunking": f"max_tokens={c.max_tokens}, overlap_sentences={c.overlap_sentences}"}
-    return ChunkStore(ip.chroma, ip.collection, embedder.name, embedder.dim, url=settings.retrieval.chroma_url,
-                      create=create, stamp=stamp)
+    store = ChunkStore(ip.chroma, ip.collection, embedder.name, embedder.dim, url=settings.retrieval.chroma_url,
+                       create=create, stamp=stamp)
+    if not create and ip.catalog.is_file():
+        check_agrees(store, ip.catalog)
+    return store
+
+
+def check_agrees(store: ChunkStore, catalog_path: Path) -> None:
+    """Raise StoreError when catalogued papers have no chunk in the collection (e.g. another data folder's ingest
+    swept them from a shared server, or the collection was emptied).
+
+    Fast path: the chunk count the last completed ingest recorded, with no ingest since (no BM25 journal). Otherwise
+    the papers are compared: an ingest keeps every catalogued paper's chunks in the store at every moment (chunks
+    before catalog rows, catalog rows before chunks on removal), so even a killed or running ingest passes; the
+    catalog is read before the store, and papers found missing are checked again, against a concurrent removal.
+    """
+    recorded = read_meta(catalog_path, "chunks")
+    journal = _journal(catalog_path.parent / "bm25")
+    if recorded is not None and not journal.exists() and int(recorded) == store.count():
+        return
+    catalog = Catalog(catalog_path)
+    try:
+        catalogued = catalog.ids()
+        missing = catalogued - store.paper_ids()
+        if missing:
+            missing = (catalog.ids() & missing) - {paper_of(c) for c in store.chunk_ids(sorted(missing))}
+    finally:
+        catalog.close()
+    if missing:
+        where = store.url or str(store.path)
+        raise StoreError(
+            f"{where}: collection {store.name!r} disagrees with its catalog {catalog_path}: {len(missing)} of "
+            f"{len(catalogued)} papers have no chunks ({store.count()} chunks stored). Run `python -m rag ingest` "
+            "with the same --data-dir to embed them again (or `ingest --rebuild`, which re-reads every source)")
 
 
 def _source_name(path: Path, root: Path) -> str:
@@ -290,24 +338,34 @@ def build_index(
     progress: Progress | None = None,
     batch_papers: int = 64,
     rebuild: bool = False,
+    drop_others: bool = False,
 ) -> IngestSummary:
     """Bring the index up to date with the files under `paths` (default: the seeds folder).
 
     Raises StoreLockedError at once if another process is writing this data folder; `rebuild` drops this
-    index (collection, catalog, BM25) first, under the same lock.
+    index (collection, catalog, BM25) first, under the same lock. A rebuild keeps what it had: without `paths` it
+    re-reads every folder and file in the manifest; with `paths` that leave out stored sources, or when a stored
+    source is gone (kept by `keep_removed`), it raises StoreError naming them, unless `drop_others`.
     """
     started = time.perf_counter()
     tick = progress or (lambda what, n: None)
-    roots = [Path(p) for p in (paths or [settings.paths.seeds_dir])]
     ip = IndexPaths.of(settings)
-    summary = IngestSummary(collection=ip.collection)
+    roots = [Path(p) for p in (paths or [settings.paths.seeds_dir])]
+    summary = IngestSummary()
     with writer_lock(ip.lock_folder):
         if rebuild:
-            drop_collection(ip.chroma, ip.collection, settings.retrieval.chroma_url)
+            roots = check_rebuild(settings, [Path(p) for p in paths] if paths else None, drop_others)
+            try:
+                collection = ip.collection
+            except StoreError:  # a damaged catalog: its namespace is lost with it (that collection stays behind)
+                collection = ip.base
+            drop_collection(ip.chroma, collection, settings.retrieval.chroma_url)
             shutil.rmtree(ip.folder, ignore_errors=True)
-        store = open_store(settings, embedder)
         catalog = Catalog(ip.catalog)
         try:
+            _ensure_namespace(catalog)
+            store = open_store(settings, embedder)
+            summary.collection = store.name
             run = _Run(settings, embedder, store, catalog, summary, batch_papers, tick)
             found = [(root, path, _source_name(path, root)) for root in roots
                      for path in find_files([root], run.report)]
@@ -337,10 +395,64 @@ def build_index(
             summary.papers, summary.chunks = catalog.count(), store.count()
             catalog.set_meta("fingerprint", settings.fingerprint())
             catalog.set_meta("embedding_model", embedder.name)
+            catalog.set_meta("chunks", str(summary.chunks))  # what `check_agrees` compares first
         finally:
             catalog.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _ensure_namespace(catalog: Catalog) -> None:
+    """Give a new catalog its namespace id (`IndexPaths.collection`); one that holds papers without an id was built
+    before namespaces and keeps its collection's old name."""
+    if catalog.get_meta("namespace") is None and catalog.count() == 0 and not catalog.files():
+        catalog.set_meta("namespace", uuid.uuid4().hex[:12])
+
+
+def check_rebuild(settings: Settings, paths: list[Path] | None, drop_others: bool = False) -> list[Path]:
+    """The roots `build_index(rebuild=True)` would re-read, or StoreError naming the stored sources it would drop:
+    call it before loading the embedder, so a refused rebuild says so at once (`build_index` checks again under
+    the writer lock)."""
+    ip = IndexPaths.of(settings)
+    default = [settings.paths.seeds_dir]
+    given = [Path(p) for p in paths] if paths else None
+    if not ip.catalog.exists():
+        return given or default
+    try:
+        catalog = Catalog(ip.catalog)
+    except StoreError as e:
+        # A damaged catalog names no sources: rebuilding it from what is given is the fix its error names.
+        log.warning("%s; rebuilding from %s", e, ", ".join(str(r) for r in given or default))
+        return given or default
+    try:
+        files = catalog.files()
+    finally:
+        catalog.close()
+    return _rebuild_roots(files, given, default, drop_others)
+
+
+def _rebuild_roots(files: dict[str, tuple[list[str], str]], given: list[Path] | None, default: list[Path],
+                   drop_others: bool) -> list[Path]:
+    """What a rebuild re-reads: the given paths, or every root in the manifest (the default roots when it has
+    none). Raises StoreError, naming them, when stored sources would not be read again, unless `drop_others`."""
+    if given is None:
+        roots = sorted({Path(root) for _, root in files.values() if root}) or default
+    else:
+        roots = given
+    resolved = {str(r.resolve()) for r in roots}
+    lost: list[str] = []
+    for source, (ids, root) in sorted(files.items()):
+        file = Path(root) / source if Path(root).is_dir() else Path(root)
+        if root not in resolved:
+            lost.append(f"{source} ({len(ids)} papers, from {root or 'an unrecorded folder'})")
+        elif not file.is_file():
+            lost.append(f"{source} ({len(ids)} papers; {file} is gone)")
+    if lost and not drop_others:
+        shown = "; ".join(lost[:10]) + (f"; and {len(lost) - 10} more" if len(lost) > 10 else "")
+        raise StoreError(f"ingest --rebuild would drop the papers of {len(lost)} source(s) it does not read again: "
+                         f"{shown}. Give their folders too, run `ingest --rebuild` without paths to re-read "
+                         "every stored source, or add --drop-others to drop them")
+    return roots
 
 
 def _ids_elsewhere(catalog: Catalog, source: str) -> set[str]:

@@ -1,4 +1,5 @@
-"""Chroma client/server: a real `chroma run` on loopback, ingest and search through it, same hits as embedded.
+"""Chroma client/server: a real `chroma run` on loopback, ingest and search through it, same hits as embedded;
+data folders sharing the server keep to their own collections; a collection missing chunks is detected at open.
 
 The embedder is the deterministic fake (this is about the store, not the vectors), so both stores hold identical
 vectors and must return identical rankings.
@@ -6,6 +7,7 @@ vectors and must return identical rankings.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from collections.abc import Iterator
@@ -15,7 +17,9 @@ import pytest
 from conftest import free_port, make_settings, server_process
 from fakes import HashEmbedder, ScriptedGenerator
 
+from rag.indexer import IndexPaths, open_store
 from rag.pipeline import Assistant, ingest
+from rag.records import StoreError
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +72,44 @@ def test_server_store_matches_embedded_store(chroma_server: str, tmp_path: Path)
     b = Assistant(served, embedder=HashEmbedder(), generator=ScriptedGenerator())
     assert b.retriever.store.url == chroma_server
     assert _hits(a) == _hits(b)
+
+
+def test_data_folders_sharing_a_server_keep_their_own_collections(chroma_server: str, tmp_path: Path) -> None:
+    """Seeds into folder A, one paper into folder B, both on one server: B's ingest (and its sweep of chunks its
+    catalog does not know) leaves A's index whole, and each searches only its own papers."""
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "one.jsonl").write_text(json.dumps({"title": "Zebra stripes in thermal imaging",
+                                               "abstract": "We study zebra stripes with thermal cameras."}) + "\n")
+    a = make_settings(tmp_path / "a", **{"retrieval.chroma_url": chroma_server})
+    b = make_settings(tmp_path / "b", **{"retrieval.chroma_url": chroma_server})
+    built = ingest(a, embedder=HashEmbedder())
+    only = ingest(b, embedder=HashEmbedder(), paths=[one])
+    assert (only.papers, only.removed) == (1, 0)
+    assert ingest(a, embedder=HashEmbedder()).chunks == built.chunks  # A's sweep leaves B's chunks alone too
+    assert ingest(b, embedder=HashEmbedder(), paths=[one]).chunks == only.chunks
+    names = {IndexPaths.of(a).collection, IndexPaths.of(b).collection}
+    assert len(names) == 2 and all(n.startswith(f"chunks-{a.fingerprint()}-") for n in names)
+    ask_a = Assistant(a, embedder=HashEmbedder(), generator=ScriptedGenerator())
+    ask_b = Assistant(b, embedder=HashEmbedder(), generator=ScriptedGenerator())
+    assert ask_a.retriever.store.count() == built.chunks
+    hits = ask_a.search("How much does PrivGate reduce privacy leakage?").hits
+    assert hits and "PrivGate" in hits[0].paper.abstract
+    assert [h.paper.title for h in ask_b.search("zebra stripes").hits] == ["Zebra stripes in thermal imaging"]
+    assert all("Zebra" not in h.paper.title for h in ask_a.search("zebra stripes thermal").hits)
+
+
+def test_a_collection_missing_chunks_is_detected_at_open_with_the_fix(chroma_server: str, tmp_path: Path) -> None:
+    s = make_settings(tmp_path / "a", **{"retrieval.chroma_url": chroma_server})
+    built = ingest(s, embedder=HashEmbedder())
+    store = open_store(s, HashEmbedder(), create=False)
+    gone = sorted(store.paper_ids())[:5]
+    store.delete_papers(gone)  # as another folder's sweep did before collections were namespaced
+    fix = r"5 of 38 papers have no chunks .*Run `python -m rag ingest` with the same --data-dir"
+    with pytest.raises(StoreError, match=r"disagrees with its catalog .*" + fix):
+        Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator()).search("privacy leakage")
+    with pytest.raises(StoreError, match=fix):
+        Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator()).ask("How much does PrivGate help?")
+    repaired = ingest(s, embedder=HashEmbedder())  # the fix named
+    assert (repaired.repaired, repaired.chunks) == (5, built.chunks)
+    assert Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator()).search("privacy leakage").hits

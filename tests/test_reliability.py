@@ -70,6 +70,132 @@ def test_removed_file_is_kept_with_keep_removed_and_reported(tmp_path: Path, cor
     assert _consistent(s) == (19, gone.chunks)
 
 
+def _two_sources(tmp_path: Path, corpus: Path) -> tuple[Any, Path]:
+    """An index of two folders: the corpus (FILE_A, 19 papers) and `other` (FILE_B, 19 papers)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (corpus / FILE_B).rename(other / FILE_B)
+    s = _settings(tmp_path, corpus)
+    build_index(s, HashEmbedder(), paths=[corpus])
+    both = build_index(s, HashEmbedder(), paths=[other])
+    assert both.papers == 38
+    return s, other
+
+
+def test_rebuild_without_paths_rereads_every_stored_source(tmp_path: Path, corpus: Path) -> None:
+    s, other = _two_sources(tmp_path, corpus)
+    before = _consistent(s)
+    again = build_index(s, HashEmbedder(), rebuild=True)
+    assert (again.papers, again.added) == (38, 38) and sorted(again.files) == [FILE_A, FILE_B]
+    assert _consistent(s) == before
+
+
+def test_rebuild_with_paths_refuses_to_drop_other_sources_unless_told(tmp_path: Path, corpus: Path) -> None:
+    s, other = _two_sources(tmp_path, corpus)
+    before = _consistent(s)
+    with pytest.raises(StoreError, match=rf"would drop the papers of 1 source.*{FILE_B} \(19 papers, from "
+                                         rf"{other}\).*--drop-others"):
+        build_index(s, HashEmbedder(), paths=[corpus], rebuild=True)
+    assert _consistent(s) == before  # refused before anything was dropped
+    kept = build_index(s, HashEmbedder(), paths=[corpus, other], rebuild=True)
+    assert kept.papers == 38
+    dropped = build_index(s, HashEmbedder(), paths=[corpus], rebuild=True, drop_others=True)
+    assert dropped.papers == 19 and dropped.files == [FILE_A]
+    assert _consistent(s) == (19, dropped.chunks)
+
+
+def test_rebuild_names_a_kept_removed_file_it_cannot_read_again(tmp_path: Path, corpus: Path) -> None:
+    s = _settings(tmp_path, corpus)
+    build_index(s, HashEmbedder())
+    (corpus / FILE_B).unlink()
+    build_index(s, HashEmbedder(), keep_removed=True)  # its 19 papers stay, from a file that is gone
+    with pytest.raises(StoreError, match=rf"{FILE_B} \(19 papers; {corpus / FILE_B} is gone\)"):
+        build_index(s, HashEmbedder(), rebuild=True)
+    assert _consistent(s)[0] == 38
+    assert build_index(s, HashEmbedder(), rebuild=True, drop_others=True).papers == 19
+
+
+def test_the_cli_refuses_a_rebuild_that_drops_sources_in_one_line(tmp_path: Path, corpus: Path) -> None:
+    s, other = _two_sources(tmp_path, corpus)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAG_DATA_DIR": str(s.paths.data_dir)}
+    done = subprocess.run([PY, "-m", "rag", "ingest", "--rebuild", str(corpus)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.startswith("error: ingest --rebuild would drop") and done.stderr.count("\n") == 1
+    assert FILE_B in done.stderr and "--drop-others" in done.stderr
+    assert _consistent(s)[0] == 38
+
+
+def test_an_index_built_before_namespaces_keeps_its_collection_until_rebuilt(tmp_path: Path, corpus: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from rag import indexer
+
+    s = _settings(tmp_path, corpus)
+    with monkeypatch.context() as m:  # as the code before namespaces built it: no id in the catalog
+        m.setattr(indexer, "_ensure_namespace", lambda catalog: None)
+        old = build_index(s, HashEmbedder())
+    ip = IndexPaths.of(s)
+    assert old.collection == ip.collection == f"chunks-{s.fingerprint()}"
+    assert build_index(s, HashEmbedder()).collection == old.collection  # an ingest keeps the old name
+    hits = Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator()).search("privacy leakage").hits
+    assert hits and _consistent(s) == (38, old.chunks)
+    moved = build_index(s, HashEmbedder(), rebuild=True)  # the way to a namespaced collection
+    assert moved.collection == ip.collection != old.collection and moved.collection.startswith(old.collection + "-")
+    assert (moved.papers, moved.chunks) == (38, old.chunks)
+    with pytest.raises(StoreError, match="no index"):  # the old collection was dropped
+        ChunkStore(ip.chroma, old.collection, "fake-hash", 256, create=False)
+
+
+@pytest.mark.slow
+def test_info_search_and_ask_say_when_the_collection_disagrees_with_the_catalog(seeded, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The real CLI on a copy of the seeded index whose collection lost five papers' chunks: one line each, naming
+    the fix; `ingest` (the fix) embeds them again and search answers."""
+    from rag.catalog import read_meta
+
+    data = tmp_path / "data"
+    shutil.copytree(seeded.paths.data_dir, data)
+    s = replace(seeded, paths=replace(seeded.paths, data_dir=data))
+    ip = IndexPaths.of(s)
+    store = ChunkStore(ip.chroma, ip.collection, str(read_meta(ip.catalog, "embedding_model")), 384, create=False)
+    store.delete_papers(sorted(store.paper_ids())[:5])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAG_DATA_DIR": str(data)}
+    for cmd in (["info"], ["search", "privacy leakage"], ["ask", "How much does PrivGate cut privacy leakage?"]):
+        done = subprocess.run([PY, "-m", "rag", *cmd], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2, (cmd, done.stdout, done.stderr)
+        line = done.stderr.strip()
+        assert "\n" not in line and line.startswith("error: ") and "disagrees with its catalog" in line, line
+        assert "5 of 38 papers have no chunks" in line and "Run `python -m rag ingest`" in line, line
+    fixed = subprocess.run([PY, "-m", "rag", "ingest", "--json"], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert fixed.returncode == 0 and json.loads(fixed.stdout)["repaired"] == 5, fixed.stderr
+    done = subprocess.run([PY, "-m", "rag", "search", "--json", "privacy leakage"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and json.loads(done.stdout)["hits"], done.stderr
+
+
+@pytest.mark.slow
+def test_serve_repairs_a_collection_missing_chunks_and_says_so(seeded, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """`serve` ingests first: the papers whose chunks are gone are embedded again and it logs a warning saying so
+    (the app itself is not launched here)."""
+    from rag.catalog import read_meta
+    from ui import app as U
+
+    data = tmp_path / "data"
+    shutil.copytree(seeded.paths.data_dir, data)
+    s = replace(seeded, paths=replace(seeded.paths, data_dir=data))
+    ip = IndexPaths.of(s)
+    store = ChunkStore(ip.chroma, ip.collection, str(read_meta(ip.catalog, "embedding_model")), 384, create=False)
+    store.delete_papers(sorted(store.paper_ids())[:3])
+    served: list[Any] = []
+    monkeypatch.setattr(U.Assistant, "warm", lambda self: served.append(self.retriever.store.count()))
+    monkeypatch.setattr(U, "launch", lambda *a, **kw: None)
+    U.serve(s)
+    assert "index: " in caplog.text and "3 papers had no chunks in the store; embedded again" in caplog.text
+    assert served == [int(str(read_meta(ip.catalog, "chunks")))]
+
+
 def test_moved_file_keeps_its_vectors_and_follows_the_new_name(tmp_path: Path, corpus: Path) -> None:
     s = _settings(tmp_path, corpus)
     build_index(s, HashEmbedder())

@@ -419,6 +419,8 @@ def serve(settings: Settings) -> None:
     """Ingest the seeds if needed, load and warm the models, then serve until interrupted."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     summary = ingest(settings)  # idempotent: unchanged files are skipped without embedding
+    for note in summary.notes:  # e.g. papers whose chunks were missing from the collection, embedded again
+        log.warning("index: %s", note)
     log.info("index ready: %d papers, %d chunks", summary.papers, summary.chunks)
     assistant = Assistant(settings)
     assistant.warm()
