@@ -1,15 +1,23 @@
-"""The dev/test split of the QA and conversation sets: every record has one, and it is the rule's (eval/split.py)."""
+"""The QA and conversation sets: every record has the split the rule gives (eval/split.py), the conversations are
+well formed, and every fact is written as its gold abstract writes it (eval/QA.md)."""
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from eval.split import QA_FILE, SPLITS, assign, mismatches, read_jsonl
+from eval.split import CONVERSATIONS_FILE, QA_FILE, SPLITS, assign, mismatches, read_jsonl
+from rag.files import ParseReport
+from rag.ingest import iter_papers
+
+SEEDS = QA_FILE.parent.parent / "seeds"
+CONVERSATION_KINDS = {"pronoun", "ordinal", "switch", "drilldown", "compare"}
 
 
 def test_rule_on_a_hand_made_group() -> None:
@@ -40,7 +48,7 @@ def test_mismatches_reports_a_wrong_or_missing_split() -> None:
     assert mismatches(records + [dict(records[0])]) == ["a: duplicate id"]
 
 
-@pytest.mark.parametrize("path", [QA_FILE], ids=["qa"])
+@pytest.mark.parametrize("path", [QA_FILE, CONVERSATIONS_FILE], ids=["qa", "conversations"])
 def test_every_record_has_the_rules_split(path: Path) -> None:
     records = read_jsonl(path)
     assert records and all(r.get("split") in SPLITS for r in records)
@@ -49,3 +57,44 @@ def test_every_record_has_the_rules_split(path: Path) -> None:
     for kind, subset, _ in per_group:
         dev, test = per_group[(kind, subset, "dev")], per_group[(kind, subset, "test")]
         assert dev - test in (0, 1), (kind, subset, dev, test)
+
+
+def test_conversations_are_well_formed() -> None:
+    conversations = read_jsonl(CONVERSATIONS_FILE)
+    kinds = Counter(c["kind"] for c in conversations)
+    assert set(kinds) == CONVERSATION_KINDS and len(conversations) >= 40
+    for c in conversations:
+        turns = c["turns"]
+        assert 2 <= len(turns) <= 3, c["id"]
+        assert all(t["question"].strip() and isinstance(t["gold"], list) and isinstance(t["facts"], list)
+                   for t in turns), c["id"]
+        last, before = turns[-1], turns[-2]
+        if c["kind"] == "ordinal":  # gold is whatever the previous answer cited at that position
+            assert re.fullmatch(r"previous_citations?(_\d+)+", last["refers_to"]) and last["gold"] == [], c["id"]
+            assert len(before["gold"]) >= 2, c["id"]
+        else:
+            assert "refers_to" not in last and last["gold"], c["id"]
+        if c["kind"] == "switch":  # the new subject shares no paper with the old one
+            assert not set(last["gold"]) & set(before["gold"]), c["id"]
+        if c["kind"] == "drilldown":
+            assert len(before["gold"]) >= 2 and set(last["gold"]) < set(before["gold"]), c["id"]
+        if c["kind"] == "compare":
+            assert len(last["gold"]) >= 2 and last["facts"] == [], c["id"]
+
+
+def _readable(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower().replace("\u00d7", "x")
+
+
+def test_every_fact_is_written_as_its_gold_abstract_writes_it() -> None:
+    abstracts = {p.paper_id: _readable(p.abstract) for p in iter_papers([SEEDS], ParseReport())}
+    assert len(abstracts) == 38
+    cases = [(r["id"], r["gold"], r["facts"]) for r in read_jsonl(QA_FILE)]
+    cases += [(f"{c['id']} turn {n}", t["gold"], t["facts"]) for c in read_jsonl(CONVERSATIONS_FILE)
+              for n, t in enumerate(c["turns"], 1)]
+    for label, gold, facts in cases:
+        assert set(gold) <= set(abstracts), label
+        if facts:  # a fact names one paper's content, so its question has one gold paper
+            assert len(gold) == 1, label
+            missing = [v for fact in facts for v in fact if _readable(v) not in abstracts[gold[0]]]
+            assert not missing, f"{label}: {missing} not in the abstract of {gold[0]}"
