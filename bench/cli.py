@@ -233,12 +233,12 @@ def _worker(argv: list[str]) -> int:
         out = ready_in_process(settings, a.question, on_ready=lambda: print("READY", flush=True))
         print(json.dumps(out), flush=True)
         return 0
-    from rag.embed import SentenceTransformerEmbedder
+    from rag.embed import load_embedder
 
     from .ingest import ingest_figures
 
     bar = _bar()
-    embedder = SentenceTransformerEmbedder(settings.embedding, settings.paths.data_dir)
+    embedder = load_embedder(settings.embedding, settings.paths.data_dir)
     figures = ingest_figures(settings, [Path(a.corpus)], embedder,
                              approx=a.approx, progress=bar)
     print(json.dumps(figures), flush=True)
@@ -270,13 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(sizes=args.sizes, repeats=args.repeats, models=args.models, only=only,
                     approx_above=args.approx_above, fresh=args.fresh, sweep=not args.no_sweep,
                     replicate=args.replicate, out=args.out)
-        from rag.embed import SentenceTransformerEmbedder
+        from rag.embed import load_embedder
 
-        embedder = SentenceTransformerEmbedder(settings.embedding, settings.paths.data_dir)
+        embedder = load_embedder(settings.embedding, settings.paths.data_dir)
 
         def make(batch: int) -> Embedder:
-            return SentenceTransformerEmbedder(replace(settings.embedding, batch_size=batch),
-                                               settings.paths.data_dir)
+            return load_embedder(replace(settings.embedding, batch_size=batch), settings.paths.data_dir)
 
         command = "python -m rag bench " + shlex.join(argv)
         res = run(plan, settings, embedder, make_embedder=make, command=command.strip())

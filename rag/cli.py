@@ -126,7 +126,7 @@ def _progress(total_hint: int | None = None) -> Callable[[str, int], None]:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    from .embed import SentenceTransformerEmbedder
+    from .embed import load_embedder
     from .indexer import build_index, check_rebuild, check_unlocked
 
     if args.drop_others and not args.rebuild:
@@ -135,7 +135,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     check_unlocked(settings)
     if args.rebuild:
         check_rebuild(settings, args.paths or None, args.drop_others)
-    embedder = SentenceTransformerEmbedder(settings.embedding, cache_dir=settings.paths.data_dir)
+    embedder = load_embedder(settings.embedding, cache_dir=settings.paths.data_dir)
     summary = build_index(settings, embedder, paths=args.paths or None, keep_removed=args.keep_removed,
                           rebuild=args.rebuild, drop_others=args.drop_others, progress=_progress())
     if args.json:
@@ -197,6 +197,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         raise RagError("ask: give a QUESTION or --questions-file FILE")
     filters = Filters(sources=frozenset(args.source or ()), has_code=True if args.has_code else None)
     assistant = Assistant(settings)
+    _load_concurrently(assistant)
     for q in questions:
         if args.json:
             print(json.dumps(assistant.ask(q, filters=filters).to_dict(), ensure_ascii=False), flush=True)
@@ -211,6 +212,29 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             else:
                 _print_answer(event, streamed)
     return 0
+
+
+def _load_concurrently(assistant: Any) -> None:
+    """Load the GGUF in a thread while this one opens the index and the embedder: llama.cpp reads the model in
+    native code, without the GIL, while the index side is mostly imports (Chroma, bm25s), which hold it."""
+    import threading
+
+    failed: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            _ = assistant.generator
+        except BaseException as e:  # re-raised below, in this thread
+            failed.append(e)
+
+    thread = threading.Thread(target=load, name="load-generator", daemon=True)
+    thread.start()
+    try:
+        _ = assistant.retriever
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
@@ -235,12 +259,12 @@ def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
     ip = IndexPaths.of(settings)
     papers = chunks = 0
     if ip.catalog.exists():
-        from .embed import SentenceTransformerEmbedder
+        from .embed import load_embedder
         from .indexer import open_store
 
         cat = Catalog(ip.catalog)
         papers = cat.count()
-        embedder = SentenceTransformerEmbedder(settings.embedding, settings.paths.data_dir)
+        embedder = load_embedder(settings.embedding, settings.paths.data_dir)
         chunks = open_store(settings, embedder, create=False).count()
     try:
         model = str(resolve_model(settings.generation, settings.paths.data_dir))

@@ -31,6 +31,7 @@ import bisect
 import json
 import logging
 import shutil
+import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,21 @@ log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG on its own handler
 
 SCORE_BATCH = 20_000  # chunks scored at a time in the build's second pass: ~1M (word, chunk) pairs, ~60 MB temporaries
+
+
+def _bm25s() -> Any:
+    """bm25s, imported without numba when nothing has imported numba yet: bm25s imports it whenever it is installed
+    (0.6 s, a third of a cold `ask`'s imports after the embedder) for a backend we never select (`BM25()` defaults to
+    "numpy", and search reads the postings itself). Hidden for this one import only, so ranx still finds it."""
+    if "bm25s" not in sys.modules and "numba" not in sys.modules:
+        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` now raises ImportError
+        try:
+            import bm25s
+        finally:
+            del sys.modules["numba"]
+    import bm25s
+
+    return bm25s
 
 
 class LexicalIndex:
@@ -128,8 +144,7 @@ class LexicalIndex:
     @classmethod
     def _scored(cls, counts: Counts, batch: int) -> LexicalIndex:
         """A bm25s.BM25 holding these counts' scores, as if its `index` had built it."""
-        import bm25s
-
+        bm25s = _bm25s()
         if not counts.chunk_ids:
             return cls([], [], None, counts)
         model = bm25s.BM25()
@@ -147,8 +162,7 @@ class LexicalIndex:
     def build_at_once(cls, docs: Sequence[tuple[str, str, str]]) -> LexicalIndex:
         """bm25s' own `index` over every chunk's token list at once: the reference `build` is tested and measured
         against (bench/bm25_build.py), not used by the indexer, since it holds every token of every chunk."""
-        import bm25s
-
+        bm25s = _bm25s()
         if not docs:
             return cls([], [], None)
         model = bm25s.BM25()
@@ -182,9 +196,7 @@ class LexicalIndex:
             ids = json.loads((folder / "ids.json").read_text())
             model = None
             if ids["chunk_ids"]:
-                import bm25s
-
-                model = bm25s.BM25.load(str(folder / "bm25"), mmap=False)
+                model = _bm25s().BM25.load(str(folder / "bm25"), mmap=False)
             return cls(ids["chunk_ids"], ids["paper_ids"], model)
         except (OSError, ValueError, KeyError) as e:
             log.warning("lexical index at %s unreadable (%s); it will be rebuilt", folder, e)

@@ -135,6 +135,8 @@ class OnnxEncoder:
         except Exception as e:  # onnxruntime raises its own types for a graph it cannot run
             raise ConfigError(f"embedding.backend: onnxruntime cannot run {stem}: {e}") from e
         self.inputs = [i.name for i in self._session.get_inputs()]
+        width = self._session.get_outputs()[0].shape[-1]
+        self.dim: int | None = width if isinstance(width, int) else None  # None: a symbolic width
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """Pooled vectors (not normalised) for one padded batch."""

@@ -20,7 +20,7 @@ from . import answer as A
 from .answerable import unanswerable_reason
 from .catalog import Catalog
 from .config import Settings
-from .embed import Embedder, SentenceTransformerEmbedder
+from .embed import Embedder, load_embedder
 from .evidence import SentenceScorer, best_sentence_score, select_evidence
 from .generate import Generator, LlamaGenerator, Message
 from .indexer import (
@@ -69,8 +69,7 @@ class Assistant:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = SentenceTransformerEmbedder(self.settings.embedding,
-                                                         cache_dir=self.settings.paths.data_dir)
+            self._embedder = load_embedder(self.settings.embedding, cache_dir=self.settings.paths.data_dir)
         return self._embedder
 
     @property
@@ -279,7 +278,7 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
            keep_removed: bool = False, rebuild: bool = False, progress: Progress | None = None) -> IngestSummary:
     """build_index with the real embedder by default. A second writer fails before any model loads."""
     check_unlocked(settings)
-    embedder = embedder or SentenceTransformerEmbedder(settings.embedding, cache_dir=settings.paths.data_dir)
+    embedder = embedder or load_embedder(settings.embedding, cache_dir=settings.paths.data_dir)
     return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
                        progress=progress)
 

@@ -1,5 +1,6 @@
 """Embedding backends: the setting, the fingerprint, the cached ONNX artefact (fake export), and the real backends
-(slow: all-MiniLM-L6-v2 under torch-int8 / onnx / onnx-int8 against float32 torch)."""
+(slow: all-MiniLM-L6-v2 under torch-int8 / onnx / onnx-int8 against float32 torch; the onnx embedder's own
+tokenizer against transformers' tokenizer, which fed the graph before)."""
 
 from __future__ import annotations
 
@@ -107,21 +108,30 @@ def reference() -> tuple[list[str], np.ndarray]:
     return texts, SentenceTransformerEmbedder(Embedding(backend="torch")).embed(texts)
 
 
+@pytest.fixture(scope="module")
+def hf_tokenizer():  # type: ignore[no-untyped-def]
+    """transformers' tokenizer for the default model, as sentence-transformers loads it."""
+    from rag.embed import _sentence_transformer, model_dir
+
+    return _sentence_transformer(model_dir(Embedding().model), Embedding()).tokenizer
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(MIN_COSINE))
 def test_backend_agrees_with_float32(backend: str, reference: tuple[list[str], np.ndarray],
-                                     tmp_path: Path) -> None:
-    from rag.embed import SentenceTransformerEmbedder
+                                     tmp_path: Path, hf_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from rag.embed import load_embedder
 
     texts, ref = reference
-    emb = SentenceTransformerEmbedder(Embedding(backend=backend), cache_dir=tmp_path)
+    emb = load_embedder(Embedding(backend=backend), cache_dir=tmp_path)
     vectors = emb.embed(texts)
     assert vectors.shape == ref.shape and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert np.array_equal(emb.embed(texts), vectors)  # deterministic
     cosine = (vectors * ref).sum(axis=1)
     assert cosine.min() >= MIN_COSINE[backend], (backend, float(cosine.min()))
-    assert emb.count_tokens(texts[0]) == len(emb._tokenizer(texts[0])["input_ids"])
+    assert emb.count_tokens(texts[0]) == len(hf_tokenizer(texts[0])["input_ids"])
+    assert (emb.name, emb.dim, emb.max_tokens) == ("all-MiniLM-L6-v2", 384, 256)
     # A query is a batch of one. int8 activations are quantized with one scale per batch, so a text's vector moves a
     # little with its batch-mates (measured 0.993 for onnx-int8 here), within the same floor as against float32.
     assert float(emb.embed([texts[3]])[0] @ vectors[3]) >= MIN_COSINE[backend]
@@ -133,18 +143,55 @@ def test_backend_agrees_with_float32(backend: str, reference: tuple[list[str], n
 @pytest.mark.slow
 def test_onnx_artefact_cached_and_rebuilt_when_corrupt(tmp_path: Path,
                                                        reference: tuple[list[str], np.ndarray]) -> None:
-    from rag.embed import SentenceTransformerEmbedder
+    from rag.embed import load_embedder
 
     texts = reference[0][:8]
-    first = SentenceTransformerEmbedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path).embed(texts)
+    first = load_embedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path).embed(texts)
     (model,) = (tmp_path / "onnx").glob("*.onnx")
     stamp = model.stat().st_mtime_ns
-    SentenceTransformerEmbedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path)
+    load_embedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path)
     assert model.stat().st_mtime_ns == stamp  # reused, not re-exported
     model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])  # a torn write
-    again = SentenceTransformerEmbedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path).embed(texts)
+    again = load_embedder(Embedding(backend="onnx-int8"), cache_dir=tmp_path).embed(texts)
     assert np.array_equal(again, first)
     assert model.stat().st_size > 0 and model.stat().st_mtime_ns != stamp
+
+
+# Texts the tokenizers must agree on besides real chunks: accents, case, CJK, emoji, control and zero-width
+# characters, an over-long text (truncated at max_tokens in a batch, counted whole), empty and blank strings.
+ODD_TEXTS = ["", " ", "Café RÉSUMÉ naïve Ångström", "深度学习 模型 と 日本語", "emoji 🙂 ok", "tab\tand\nnewline",
+             "zero\u200bwidth", "x" * 600, "word " * 400, "9.7x faster; p<0.05, 62.7 % (±3)", "Ω ≥ µ ∑ ∂"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_onnx_embedder_gives_the_transformers_path_vectors(backend: str,
+                                                           tmp_path: Path, hf_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """The onnx embedder tokenizes with tokenizer.json through `tokenizers` (no transformers import). Before, the
+    graph was fed by transformers' tokenizer (`padding=True, truncation=True, max_length`, longest text first):
+    same ids, masks and counts on every seed chunk and odd text, hence the same vectors bit for bit."""
+    from rag.embed import OnnxEmbedder, _by_length
+
+    emb = OnnxEmbedder(Embedding(backend=backend), cache_dir=tmp_path)
+    texts = _chunk_texts(10_000) + ODD_TEXTS
+    for text in texts:
+        assert emb.count_tokens(text) == len(hf_tokenizer(text, add_special_tokens=True, truncation=False)
+                                             ["input_ids"]), text[:60]
+    for idx in _by_length(texts, 32):
+        batch = [texts[i] for i in idx]
+        want = hf_tokenizer(batch, padding=True, truncation=True, max_length=emb.max_tokens, return_tensors="np")
+        got = emb._tokens.batch(batch)
+        assert set(want.keys()) == set(got)
+        for name in got:
+            assert np.array_equal(np.asarray(want[name], dtype=np.int64), got[name]), (name, batch[0][:60])
+    # The transformers path as it was (rag/embed.py before the tokenizers one), on the same graph.
+    old = np.zeros((len(texts), emb.dim), dtype=np.float32)
+    for idx in _by_length(texts, 32):
+        feeds = hf_tokenizer([texts[i] for i in idx], padding=True, truncation=True, max_length=emb.max_tokens,
+                             return_tensors="np")
+        old[idx] = emb._onnx.run(dict(feeds))
+    old /= np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-12)
+    assert np.array_equal(emb.embed(texts), old)
 
 
 TINY_EXPORT = """
