@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -31,31 +32,60 @@ create index if not exists papers_source on papers(source);
 
 
 class Catalog:
-    """Papers and the source manifest of one index."""
+    """Papers and the source manifest of one index.
+
+    Thread-safe: each thread uses a connection of its own (made on its first call), since one sqlite3 connection
+    used from several threads at once fails ("Recursive use of cursors") or mixes their transactions; the app's
+    Library events run on many threads while answers read the same catalog.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), timeout=5.0, check_same_thread=False)
-            self._db.executescript(_SCHEMA)
+        except OSError as e:
+            raise StoreError(f"{path}: cannot open the paper catalog ({e})") from None
+        db = self._db
+        try:
+            db.executescript(_SCHEMA)
             try:  # the Library's order: a filtered page walks this index and stops at its limit (added later,
                 # so made on first open by a writer; a read-only catalog without it sorts instead)
-                self._db.execute("create index if not exists papers_order on papers(source, position)")
+                db.execute("create index if not exists papers_order on papers(source, position)")
             except sqlite3.OperationalError:
                 pass
-            # Case folding as Python does it (SQLite's lower() folds ASCII only: "Über" would miss "über").
-            self._db.create_function("pyfold", 1, lambda t: t.lower() if isinstance(t, str) else t,
-                                     deterministic=True)
         except sqlite3.DatabaseError as e:
+            self.close()
             hint = "" if isinstance(e, sqlite3.OperationalError) else (
                 "; it is damaged: rebuild the index with `python -m rag ingest --rebuild`")
             raise StoreError(f"{path}: cannot open the paper catalog ({e}){hint}") from None
-        except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"{path}: cannot open the paper catalog ({e})") from None
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                db = sqlite3.connect(str(self.path), timeout=5.0, check_same_thread=False)
+                # Case folding as Python does it (SQLite's lower() folds ASCII only: "Über" would miss "über").
+                db.create_function("pyfold", 1, lambda t: t.lower() if isinstance(t, str) else t,
+                                   deterministic=True)
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.path}: cannot open the paper catalog ({e})") from None
+            self._local.db = db
+            with self._lock:
+                self._all.append(db)
+        return db
 
     def close(self) -> None:
-        self._db.close()
+        """Close every thread's connection (a later call opens a new one)."""
+        with self._lock:
+            conns, self._all = self._all, []
+        for db in conns:
+            db.close()
+        self._local = threading.local()
 
     # --- papers -----------------------------------------------------------------------------------------------
 

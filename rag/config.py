@@ -123,6 +123,18 @@ class UI:
                        "TOKEN`); set it from RAG_UI_API_TOKEN rather than a file in git", "secret": True})
     api_max_pending: int = _desc("API answers admitted at once (running or waiting for the model); more get "
                                  "HTTP 503 with Retry-After", 16)
+    auth_file: str = _desc("a file of `user:password` lines for the app's login (required, or auth_user and "
+                           "auth_password, when `host` is not loopback)", "")
+    auth_user: str = _desc("login user name (RAG_UI_AUTH_USER), with auth_password", "")
+    auth_password: str = field(default="", metadata={
+        "description": "login password (RAG_UI_AUTH_PASSWORD), with auth_user", "secret": True})
+    model_switch: str = _desc("the Settings model picker, which switches the model for every user: 'auto' = on when "
+                              "the app listens on loopback only, off when exposed; 'on' (an admin's choice); 'off'",
+                              "auto")
+    queue_size: int = _desc("requests that may wait for the model in the UI's queue; more are told the app is busy "
+                            "and to try again", 32)
+    max_question_chars: int = _desc("longest question the chat box takes; a longer one is cut there, with a notice",
+                                    2000)
 
 
 @dataclass(frozen=True)
@@ -279,5 +291,10 @@ def validate(s: Settings) -> None:
     if s.generation.remote_parallel < 1 or s.ui.api_max_pending < 1:
         raise ConfigError(f"generation.remote_parallel / ui.api_max_pending: {s.generation.remote_parallel} / "
                           f"{s.ui.api_max_pending} must be >= 1")
+    if s.ui.model_switch not in {"auto", "on", "off"}:
+        raise ConfigError(f"ui.model_switch: {s.ui.model_switch!r} is not one of auto, on, off")
+    if s.ui.queue_size < 1 or s.ui.max_question_chars < 1:
+        raise ConfigError(f"ui.queue_size / ui.max_question_chars: {s.ui.queue_size} / {s.ui.max_question_chars} "
+                          "must be >= 1")
     if not 1 <= s.ui.port <= 65535:
         raise ConfigError(f"ui.port: {s.ui.port} is not a port number")

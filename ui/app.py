@@ -33,7 +33,7 @@ from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in
 from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError  # noqa: E402
 from rag.retrieve import Filters  # noqa: E402
 
-from . import api, evaluation  # noqa: E402
+from . import access, api, evaluation  # noqa: E402
 from . import render as R  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ MODEL = "model"  # concurrency group of every event that computes with the embed
 # Serialises whole answers (the per-request settings swap included). Not `assistant.compute`, which the
 # pipeline takes itself: a plain Lock taken twice by one thread would deadlock.
 ANSWER_LOCK = threading.Lock()
+# The Settings sliders' ranges; a request's values (from the page or a client that skips it) are clamped to them.
+TOP_K_RANGE, TEMPERATURE_RANGE, MAX_TOKENS_RANGE = (1, 10), (0.0, 1.5), (16, 512)
 _LINKED = re.compile(r'<a class="cite" href="#cite-(\d+)">\[\d+\]</a>')
 
 
@@ -65,6 +67,17 @@ def friendly(error: BaseException) -> str:
     if isinstance(error, RagError):
         return "The assistant could not handle this request."
     return "Something went wrong; the details are in the server log."
+
+
+def _clamp(value: Any, bounds: tuple[float, float], default: float) -> float:
+    """`value` as a number within `bounds`; anything that is not a finite number gives `default` (clamped too)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float(default)
+    if number != number or number in (float("inf"), float("-inf")):  # NaN or infinite
+        number = float(default)
+    return min(max(number, bounds[0]), bounds[1])
 
 
 def stream_in_thread(assistant: Assistant, settings: Settings, question: str, history: list[dict[str, str]],
@@ -143,6 +156,7 @@ class Handlers:
 
     def __init__(self, assistant: Assistant, settings: Settings) -> None:
         self.assistant, self.settings = assistant, settings
+        self.model_switch = access.model_switch_allowed(settings.ui)
         self.models = model_choices(settings)
         self.model_label = next(iter(self.models))
         # Records stay in the catalog (SQLite) and are read per request: a million papers would not fit the page or
@@ -152,10 +166,25 @@ class Handlers:
         self.sources: list[str] = every[:MAX_SOURCE_CHOICES]
         self.more_sources = len(every) - len(self.sources)
 
-    def _request_settings(self, top_k: float, temperature: float, max_tokens: float) -> Settings:
+    def _request_settings(self, top_k: Any, temperature: Any, max_tokens: Any) -> Settings:
+        """This request's settings, each clamped to its slider's range (a client can send anything)."""
         s = self.settings
-        return replace(s, retrieval=replace(s.retrieval, top_k=int(top_k)),
-                       generation=replace(s.generation, temperature=float(temperature), max_tokens=int(max_tokens)))
+        return replace(s, retrieval=replace(s.retrieval, top_k=self._top_k(top_k)),
+                       generation=replace(s.generation,
+                                          temperature=_clamp(temperature, TEMPERATURE_RANGE, s.generation.temperature),
+                                          max_tokens=int(_clamp(max_tokens, MAX_TOKENS_RANGE,
+                                                                s.generation.max_tokens))))
+
+    def _top_k(self, top_k: Any) -> int:
+        return int(_clamp(top_k, TOP_K_RANGE, self.settings.retrieval.top_k))
+
+    def _capped(self, question: str) -> tuple[str, str]:
+        """(the question cut to `ui.max_question_chars`, a notice when it was cut)."""
+        cap = self.settings.ui.max_question_chars
+        if len(question) <= cap:
+            return question, ""
+        return question[:cap].rstrip(), (f"Your question was {len(question):,} characters long; only the first "
+                                         f"{cap:,} were used.")
 
     @staticmethod
     def _filters(sources: list[str] | None, scope: str | None) -> Filters:
@@ -165,7 +194,7 @@ class Handlers:
 
     def chat(self, question: str, turns: list[dict[str, str]], scope: str | None, top_k: float,
              temperature: float, max_tokens: float, sources: list[str] | None) -> Iterator[tuple[Any, ...]]:
-        question = (question or "").strip()
+        question, cut = self._capped((question or "").strip())
         if not question:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
@@ -196,7 +225,7 @@ class Handlers:
                 generated = answer.mode == "generated"
                 unsupported = [c.sentence for c in answer.checks if generated and not c.supported]
                 body = R.render_answer(answer.text, valid, unsupported)
-                turn.update(a=answer.text, html=body + R.small_print(answer))
+                turn.update(a=answer.text, html=body + R.small_print(answer) + (R.message(cut) if cut else ""))
                 yield _messages(turns), R.sources_panel(answer), turns, gr.skip()
         except Exception as e:
             log.exception("chat failed")
@@ -211,7 +240,8 @@ class Handlers:
         overhead?" is read with them, as in the chat); `filters`: {"sources": [file names], "has_code": bool,
         "paper_ids": [ids]}. Both optional: `predict("question", api_name="/chat")` still works.
         """
-        if not (question or "").strip():
+        question, _ = self._capped((question or "").strip())
+        if not question:
             raise gr.Error("Ask a question.")
         try:
             turns, only = api.turns_from(history or [], "history"), api.filters_from(filters or None)
@@ -227,25 +257,27 @@ class Handlers:
     # --- search ---------------------------------------------------------------------------------------------
 
     def search(self, question: str, top_k: float, sources: list[str] | None) -> str:
-        if not (question or "").strip():
+        question, cut = self._capped((question or "").strip())
+        if not question:
             return R.message("Type a question to search the abstracts.")
         try:
-            got = self.assistant.search(question.strip(), self._filters(sources, None), top_k=int(top_k))
+            got = self.assistant.search(question, self._filters(sources, None), top_k=self._top_k(top_k))
         except Exception as e:
             log.exception("search failed")
             return R.message(friendly(e), "error")
-        return R.search_results(got.hits, got.timings)
+        return (R.message(cut) if cut else "") + R.search_results(got.hits, got.timings)
 
     def search_api(self, question: str) -> dict[str, Any]:
         """Retrieve papers without the language model: {"question", "hits": [{rank, title, score, why, ...}]}."""
-        if not (question or "").strip():
+        question, _ = self._capped((question or "").strip())
+        if not question:
             raise gr.Error("Ask a question.")
         try:
-            got = self.assistant.search(question.strip())
+            got = self.assistant.search(question)
         except Exception as e:
             log.exception("search api failed")
             raise gr.Error(friendly(e)) from None
-        return {"question": question.strip(), "hits": R.hits_json(got.hits),
+        return {"question": question, "hits": R.hits_json(got.hits),
                 "timings": {k: round(v, 2) for k, v in got.timings.items()}}
 
     # --- library --------------------------------------------------------------------------------------------
@@ -289,6 +321,9 @@ class Handlers:
         return gr.update(choices=list(self.models))
 
     def change_model(self, label: str) -> Iterator[tuple[Any, str]]:
+        if not self.model_switch:  # the picker is not offered; a request that comes anyway changes nothing
+            yield self.model_label, "Switching the model is off here (an admin setting: ui.model_switch)."
+            return
         if label == self.model_label or label not in self.models:
             yield gr.skip(), gr.skip()
             return
@@ -326,7 +361,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                             unscope = gr.Button("Ask about all papers", visible=False, size="sm", scale=0)
                         with gr.Row():
                             msg = gr.Textbox(placeholder="Ask about the papers…", show_label=False, scale=5,
-                                             elem_id="question", max_lines=4)
+                                             elem_id="question", max_lines=4,
+                                             max_length=settings.ui.max_question_chars)
                             ask = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
                             clear = gr.Button("Clear", scale=0)
                         gr.Examples(EXAMPLES, inputs=msg, label="Examples")
@@ -351,13 +387,17 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
             eval_outputs = evaluation.tab()
         with gr.Accordion("Settings", open=False):
             with gr.Row():
-                model_pick = gr.Dropdown(list(h.models), value=h.model_label, label="Model (shared by all users)")
+                model_pick = gr.Dropdown(list(h.models), value=h.model_label, interactive=h.model_switch,
+                                         label="Model (shared by all users)" if h.model_switch else
+                                         "Model (switching is an admin setting: ui.model_switch)")
                 model_status = gr.Markdown(f"Model: {h.model_label}")
             with gr.Row():
-                top_k = gr.Slider(1, 10, value=settings.retrieval.top_k, step=1, label="Papers retrieved (top-k)")
-                temperature = gr.Slider(0.0, 1.5, value=settings.generation.temperature, step=0.05,
+                top_k = gr.Slider(*TOP_K_RANGE, value=h._top_k(settings.retrieval.top_k), step=1,
+                                  label="Papers retrieved (top-k)")
+                temperature = gr.Slider(*TEMPERATURE_RANGE, value=settings.generation.temperature, step=0.05,
                                         label="Temperature")
-                max_tokens = gr.Slider(16, 512, value=settings.generation.max_tokens, step=8, label="Max tokens")
+                max_tokens = gr.Slider(*MAX_TOKENS_RANGE, value=settings.generation.max_tokens, step=8,
+                                       label="Max tokens")
             only = gr.CheckboxGroup(h.sources, label=h.sources_label("Only these source files (none = all)"))
 
         # Events that use the models share one concurrency group of size 1: one request computes, the rest queue
@@ -373,8 +413,9 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         for trigger in (query.submit, find.click):
             trigger(h.search, [query, top_k, only], results, api_visibility="private", concurrency_id=MODEL,
                     concurrency_limit=1)
-        model_pick.input(h.change_model, model_pick, [model_pick, model_status], api_visibility="private",
-                         concurrency_id=MODEL, concurrency_limit=1)
+        if h.model_switch:
+            model_pick.input(h.change_model, model_pick, [model_pick, model_status], api_visibility="private",
+                             concurrency_id=MODEL, concurrency_limit=1)
         # The rest touch no model and skip the queue.
         for trigger in (clear.click, chatbot.clear):
             trigger(lambda: ([], [], R.message("The papers an answer cites appear here.")), None,
@@ -397,13 +438,17 @@ def launch(app: gr.Blocks, settings: Settings, port: int | None = None, block: b
     With `assistant`, the OpenAI-compatible API (ui/api.py) shares the port: one FastAPI app with the UI mounted at
     "/", served by uvicorn; unblocked, the returned handle's close() stops it. Without, Gradio serves the UI alone.
     """
-    app.queue(default_concurrency_limit=1)
+    # A login is required when the app is exposed (ConfigError, saying how to set one, when there is none).
+    logins = access.check_access(settings.ui, api=assistant is not None)
+    # Bounded: past `queue_size` waiting requests a new one is refused at once with Gradio's "This application is
+    # currently busy. Please try again." (HTTP 503 to clients) instead of waiting behind an unbounded line.
+    app.queue(default_concurrency_limit=1, max_size=settings.ui.queue_size)
     blocked = [str(p.resolve()) for p in (settings.paths.data_dir, settings.paths.models_dir, settings.paths.seeds_dir)]
     if settings.generation.model_path:
         blocked.append(str(Path(settings.generation.model_path).resolve()))
     port = port or settings.ui.port
     ui: dict[str, Any] = dict(allowed_paths=[], blocked_paths=blocked, show_error=False, css=R.CSS, head=R.HEAD,
-                              mcp_server=False, ssr_mode=False)
+                              mcp_server=False, ssr_mode=False, auth=logins)
     if assistant is not None:
         both = gr.mount_gradio_app(api.create_api(assistant, settings), app, path="/", server_name=settings.ui.host,
                                    server_port=port, **ui)
@@ -418,6 +463,7 @@ def launch(app: gr.Blocks, settings: Settings, port: int | None = None, block: b
 def serve(settings: Settings) -> None:
     """Ingest the seeds if needed, load and warm the models, then serve until interrupted."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    access.check_access(settings.ui)  # an exposed app without a login stops here, before any ingest or model load
     summary = ingest(settings)  # idempotent: unchanged files are skipped without embedding
     for note in summary.notes:  # e.g. papers whose chunks were missing from the collection, embedded again
         log.warning("index: %s", note)

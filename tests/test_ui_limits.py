@@ -1,0 +1,158 @@
+"""Load limits of the app: a bounded queue that refuses with a busy answer, a catalog read from many threads at
+once, questions capped with a notice, and the Settings values clamped to their ranges whatever a client sends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import SEEDS, free_port
+
+from rag.catalog import Catalog
+from rag.config import Settings, load
+from rag.ingest import ParseReport, iter_papers
+from rag.records import Answer, Hit
+from rag.retrieve import Filters, Retrieved
+from ui import app as U
+
+
+class SlowAssistant:
+    """Holds the first answer until released; records the settings each request ran with."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.compute = threading.RLock()
+        self.catalog = Catalog(settings.paths.data_dir / "catalog.sqlite")
+        self.catalog.put_papers(list(iter_papers([SEEDS], ParseReport()))[:5])
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.questions: list[str] = []
+        self.top_ks: list[int | None] = []
+
+    def stream(self, question: str, history: Any = None, filters: Filters | None = None) -> Iterator[Any]:
+        self.questions.append(question)
+        self.started.set()
+        self.release.wait(60)
+        yield Answer(question=question, text="ok", citations=(), hits=(), abstained=True, timings={}, model="m",
+                     settings_fingerprint="x")
+
+    def ask(self, question: str, history: Any = None, filters: Filters | None = None) -> Answer:
+        return list(self.stream(question))[-1]  # type: ignore[no-any-return]
+
+    def search(self, question: str, filters: Filters | None = None, top_k: int | None = None) -> Retrieved:
+        self.questions.append(question)
+        self.top_ks.append(top_k)
+        paper = self.catalog.iter_papers().__next__()
+        return Retrieved(hits=[Hit(paper, 0.5, why="dense #1")], timings={})
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load(flags={"paths.data_dir": tmp_path, "ui.queue_size": 2, "ui.max_question_chars": 100}, env={})
+
+
+def _join(url: str, fn_index: int, session: str) -> httpx.Response:
+    body = {"data": ["How much does PrivGate cut leakage?", None, None], "fn_index": fn_index, "session_hash": session,
+            "event_data": None, "trigger_id": None}
+    return httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=10)
+
+
+def test_a_full_queue_refuses_at_once_with_busy(settings: Settings) -> None:
+    """One answer computing, `ui.queue_size` (2) waiting: the next request gets 503 "Queue is full" at once (the
+    page shows Gradio's "This application is currently busy. Please try again.") and the app keeps serving."""
+    fake = SlowAssistant(settings)
+    app = U.build_app(fake, settings)  # type: ignore[arg-type]
+    port = free_port()
+    U.launch(app, settings, port=port, block=False)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        fn = next(i for i, d in app.fns.items() if d.api_name == "chat")
+        first = _join(url, fn, "s0")
+        assert first.status_code == 200, first.text
+        deadline = time.monotonic() + 30
+        while not fake.started.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.started.is_set()  # the first request is running, holding the model's slot
+        waiting = [_join(url, fn, f"s{i}") for i in (1, 2)]
+        assert [r.status_code for r in waiting] == [200, 200]
+        started = time.monotonic()
+        refused = _join(url, fn, "s3")
+        assert refused.status_code == 503 and "Queue is full" in refused.text, refused.text
+        assert time.monotonic() - started < 5  # refused at once, not after waiting
+        assert httpx.get(url, timeout=10).status_code == 200  # the page still loads
+    finally:
+        fake.release.set()
+        app.close()
+
+
+def test_the_catalog_is_read_from_many_threads_at_once(tmp_path: Path) -> None:
+    """Library events read the catalog outside the queue, on many threads, while others use it: each read is
+    whole, never a write's half-done batch (one shared connection showed readers 1..37 of a 38-paper batch)."""
+    catalog = Catalog(tmp_path / "c.sqlite")
+    papers = list(iter_papers([SEEDS], ParseReport()))
+    ids = [p.paper_id for p in papers]
+    seen: set[int] = set()
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        try:
+            for _ in range(30):  # each call is one transaction of the 38 papers
+                catalog.put_papers(papers)
+                catalog.delete_papers(ids)
+        finally:
+            done.set()
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                seen.add(catalog.count())
+                seen.add(len(catalog.find(None, False, "", 1000)))
+                seen.add(len(catalog.get_many(ids)))
+        except BaseException as e:  # noqa: BLE001 - any failure in a thread fails the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == [] and seen <= {0, len(papers)}, (errors, sorted(seen))
+    catalog.close()
+
+
+def test_questions_are_capped_with_a_notice(settings: Settings) -> None:
+    fake = SlowAssistant(settings)
+    fake.release.set()
+    h = U.Handlers(fake, settings)  # type: ignore[arg-type]
+    long = "privacy leakage " * 50  # 799 characters once stripped; the cap is 100
+    chat, _, turns, _ = list(h.chat(long, [], None, 5, 0.0, 64, []))[-1]
+    assert len(fake.questions[-1]) <= 100 and turns[-1]["q"] == fake.questions[-1]
+    assert "799 characters long; only the first 100 were used" in chat[-1]["content"]
+    assert long not in str(chat)  # the long text is not echoed back
+    html = h.search(long, 5, [])
+    assert len(fake.questions[-1]) <= 100 and "only the first 100 were used" in html
+    assert len(h.search_api(long)["question"]) <= 100
+    short = list(h.chat("what is PrivGate?", [], None, 5, 0.0, 64, []))[-1][0]
+    assert "were used" not in short[-1]["content"]
+
+
+@pytest.mark.parametrize("given, want", [
+    ((5, 0.3, 64), (5, 0.3, 64)),
+    ((0, -1.0, 1), (1, 0.0, 16)),
+    ((10_000, 99.0, 10**9), (10, 1.5, 512)),
+    (("x", float("nan"), float("inf")), (5, 0.0, 120)),  # unusable values: the defaults
+    ((None, None, None), (5, 0.0, 120)),
+])
+def test_request_settings_are_clamped_to_the_sliders_ranges(settings: Settings, given: tuple[Any, ...],
+                                                            want: tuple[Any, ...]) -> None:
+    h = U.Handlers(SlowAssistant(settings), settings)  # type: ignore[arg-type]
+    s = h._request_settings(*given)
+    assert (s.retrieval.top_k, s.generation.temperature, s.generation.max_tokens) == want
+    h.search("privacy", given[0], [])
+    assert h.assistant.top_ks[-1] == want[0]  # type: ignore[attr-defined]
