@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="at most N questions, taken round-robin across kinds")
     p.add_argument("--kinds", help="comma-separated kinds, e.g. factoid,multi")
     p.add_argument("--ids", help="comma-separated question ids, e.g. f001,u003")
+    p.add_argument("--split", choices=("dev", "test"),
+                   help="only one fixed half of the QA set: tune on dev, report test (see eval/QA.md)")
     p.add_argument("--models", nargs="+", metavar="MODEL",
                    help="GGUF paths or preset names (`python -m rag models`; 'gemma3' = gemma3-270m); runs each "
                         "and writes compare.md side by side")
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     settings = load(args.config, {"paths.data_dir": args.data_dir})
     qa = args.qa or R.QA_FILE
     questions = R.load_qa(qa, kinds=args.kinds.split(",") if args.kinds else None,
-                          ids=args.ids.split(",") if args.ids else None, limit=args.limit)
+                          ids=args.ids.split(",") if args.ids else None, limit=args.limit, split=args.split)
     if not questions:
         raise RagError(f"{qa}: no questions match --kinds/--ids")
     out = args.out or R.RUNS_DIR / dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")

@@ -167,3 +167,56 @@ def retrieval_metrics(gold: Mapping[str, Sequence[str]], ranked: Mapping[str, Se
         got = evaluate(qrels, Run(run_dict), metrics)
     values = got if isinstance(got, dict) else {metrics[0]: got}
     return {"n": len(scored), **{m: float(values[m]) for m in metrics}}
+
+
+# --- what the user reads ------------------------------------------------------------------------------------------
+
+_QUOTED = re.compile(r"[“\"][^”\"]{8,}[”\"]")
+_MARKERS = re.compile(r"\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_WORDS = re.compile(r"[^\W_]+(?:[.'’\-][^\W_]+)*")
+
+
+def first_sentence(answer: str) -> str:
+    """The answer's first sentence, its [n] markers kept; a list answer's first line stands for it.
+
+    e.g. "By 7.08 points [1]. It also uses a 5x smaller embedding [1]." -> "By 7.08 points [1]."
+    """
+    from rag.text import split_sentences
+
+    text = answer.strip()
+    if not text:
+        return ""
+    head = _LIST_ITEM.sub("", text.splitlines()[0]) if text.lstrip().startswith(("-", "*", "•")) else text
+    sentences = split_sentences(head.split("\n\n", 1)[0])
+    if not sentences:
+        return ""
+    first = sentences[0]
+    # A marker-only fragment after the full stop ("... points. [1]") belongs to the first sentence.
+    if len(sentences) > 1 and not _MARKERS.sub("", sentences[1]).strip(" .;,"):
+        first = f"{first} {sentences[1]}"
+    return first
+
+
+def own_words(answer: str, mode: str) -> str:
+    """What the system wrote itself: nothing for an answer made of copied evidence (mode "extractive"), and any
+    quoted span (“...”) left out of the rest. e.g. ('It cuts leakage [1]. Quoted: “a 62.6% cut” [1]', 'generated')
+    -> 'It cuts leakage [1]. Quoted:  [1]'."""
+    if mode == "extractive":
+        return ""
+    return _QUOTED.sub(" ", answer)
+
+
+def word_count(answer: str) -> int:
+    """Words the user reads: citation markers are not words. e.g. "By 7.08 points [1]." -> 3."""
+    return len(_WORDS.findall(_MARKERS.sub(" ", answer)))
+
+
+def is_quoted(answer: str, mode: str) -> bool:
+    """An answer that pastes evidence instead of answering: the extractive mode, or quoted spans in the text."""
+    return mode == "extractive" or bool(_QUOTED.search(answer))
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return float(np.median(vals)) if vals else None

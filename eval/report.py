@@ -37,6 +37,8 @@ def _kinds(d: dict[str, Any]) -> list[str]:
 def retrieval_table(summary: dict[str, Any]) -> str:
     rows = [[mode, m["overall"]["n"], m["overall"]["recall@1"], m["overall"]["recall@5"], m["overall"]["recall@10"],
              m["overall"]["mrr"], m["overall"]["ndcg@10"]] for mode, m in summary["retrieval"].items()]
+    rows += [[f"{mode} ({name})", x["n"], x["recall@1"], x["recall@5"], x["recall@10"], x["mrr"], x["ndcg@10"]]
+             for mode, m in summary["retrieval"].items() for name, x in m.get("by_subset", {}).items()]
     return table(["mode", "n", "R@1", "R@5", "R@10", "MRR", "nDCG@10"], rows)
 
 
@@ -73,9 +75,18 @@ def answers_table(summary: dict[str, Any]) -> str:
     rows = []
     for name, b in [*((k, a["by_kind"][k]) for k in _kinds(a["by_kind"])), ("all", a["overall"])]:
         ab = b["abstention"]
-        rows.append([name, b["n"], b["score"], b["fact_accuracy"], b["citation_precision"], b["citation_recall"],
-                     b["abstention_rate"], ab["false_abstention"], b["outside_citations"]])
-    return table(["kind", "n", "score", "fact acc.", "cit. P", "cit. R", "abstained", "false abst.", "outside"], rows)
+        rows.append([name, b["n"], b["score"], b["fact_accuracy"], b.get("first_sentence_accuracy"),
+                     b.get("own_words_accuracy"), b.get("words_median"), b.get("quoted_share"),
+                     b["citation_precision"], b["citation_recall"], b["abstention_rate"], ab["false_abstention"],
+                     b["outside_citations"]])
+    for name, b in a.get("by_subset", {}).items():
+        ab = b["abstention"]
+        rows.append([f"subset {name}", b["n"], b["score"], b["fact_accuracy"], b.get("first_sentence_accuracy"),
+                     b.get("own_words_accuracy"), b.get("words_median"), b.get("quoted_share"),
+                     b["citation_precision"], b["citation_recall"], b["abstention_rate"], ab["false_abstention"],
+                     b["outside_citations"]])
+    return table(["kind", "n", "score", "fact acc.", "1st sent.", "own words", "words p50", "quoted", "cit. P",
+                  "cit. R", "abstained", "false abst.", "outside"], rows)
 
 
 def latency_table(summary: dict[str, Any]) -> str:
@@ -208,12 +219,25 @@ def _headline(summary: dict[str, Any]) -> dict[str, Any]:
     for mode, m in summary["retrieval"].items():
         for key in ("recall@1", "recall@5", "mrr", "ndcg@10"):
             out[f"{mode} {key}"] = m["overall"][key]
+        for name, sub in m.get("by_subset", {}).items():
+            for key in ("recall@1", "recall@5"):
+                out[f"{mode} {name} {key}"] = sub[key]
     if "answers" in summary:
         a = summary["answers"]
         out["score"] = a["overall"]["score"]
         for k in _kinds(a["by_kind"]):
             out[f"score {k}"] = a["by_kind"][k]["score"]
         out["fact accuracy"] = a["overall"]["fact_accuracy"]
+        for key, label in (("first_sentence_accuracy", "fact in first sentence"),
+                           ("own_words_accuracy", "fact in own words"), ("words_median", "words p50"),
+                           ("quoted_share", "quoted share")):
+            out[label] = a["overall"].get(key)
+        if "multi" in a["by_kind"]:
+            out["summary recall"] = a["by_kind"]["multi"]["citation_recall"]
+            out["summary precision"] = a["by_kind"]["multi"]["citation_precision"]
+        for name, b in a.get("by_subset", {}).items():
+            out[f"{name} fact in first sentence"] = b.get("first_sentence_accuracy")
+            out[f"{name} citation precision"] = b["citation_precision"]
         out["citation precision"] = a["overall"]["citation_precision"]
         out["citation recall"] = a["overall"]["citation_recall"]
         out["outside citations"] = a["overall"]["outside_citations"]

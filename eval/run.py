@@ -42,6 +42,8 @@ class Question:
     gold: tuple[str, ...]
     facts: tuple[tuple[str, ...], ...]
     history: tuple[dict[str, str], ...] = field(default=())
+    split: str = ""  # "dev" (tune on it) or "test" (report it); see eval/QA.md
+    subset: str = ""  # e.g. "paraphrase": questions that avoid their paper's distinctive terms
 
     @property
     def answerable(self) -> bool:
@@ -49,8 +51,9 @@ class Question:
 
 
 def load_qa(path: Path = QA_FILE, kinds: Iterable[str] | None = None, ids: Iterable[str] | None = None,
-            limit: int | None = None) -> list[Question]:
-    """The QA set, optionally restricted to some kinds or ids; `limit` takes questions round-robin across kinds.
+            limit: int | None = None, split: str | None = None) -> list[Question]:
+    """The QA set, optionally restricted to some kinds, ids or one split ("dev" / "test"); `limit` takes
+    questions round-robin across kinds.
 
     Round-robin so that `--limit 10` still has every kind, e.g. factoid, which_paper, multi, ..., factoid, ...
     """
@@ -61,9 +64,12 @@ def load_qa(path: Path = QA_FILE, kinds: Iterable[str] | None = None, ids: Itera
         try:
             d = json.loads(line)
             questions.append(Question(d["id"], d["kind"], d["question"], tuple(d["gold"]),
-                                      tuple(tuple(v) for v in d["facts"]), tuple(d.get("history", ()))))
+                                      tuple(tuple(v) for v in d["facts"]), tuple(d.get("history", ())),
+                                      d.get("split", ""), d.get("subset", "")))
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not a QA record ({e})") from None
+    if split:
+        questions = [q for q in questions if q.split == split]
     if kinds:
         wanted = set(kinds)
         questions = [q for q in questions if q.kind in wanted]
@@ -147,7 +153,9 @@ def retrieval_pass(pipe: Pipeline, questions: Sequence[Question], gate_k: int,
 def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
     cited = [c.paper.paper_id for c in ans.citations]
     precision, recall = M.citation_scores(cited, q.gold)
-    hit = M.fact_hit(ans.text, [list(f) for f in q.facts])
+    facts = [list(f) for f in q.facts]
+    hit = M.fact_hit(ans.text, facts)
+    first = M.first_sentence(ans.text)
     if not q.answerable:
         correct: float | None = 1.0 if ans.abstained else 0.0
     elif q.kind == "multi":
@@ -162,6 +170,10 @@ def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
         "hits": [{"paper_id": h.paper.paper_id, "score": round(h.score, 6), "similarity": round(h.best_similarity, 4)}
                  for h in ans.hits],
         "metrics": {"fact_hit": hit, "correct": correct, "citation_precision": precision,
+                    "first_sentence_hit": M.fact_hit(first, facts),
+                    "own_words_hit": M.fact_hit(M.own_words(ans.text, ans.mode), facts),
+                    "words": None if ans.abstained else M.word_count(ans.text),
+                    "quoted": None if ans.abstained else M.is_quoted(ans.text, ans.mode),
                     "citation_recall": recall, "outside": M.outside_retrieved(cited, [h.paper.paper_id
                                                                                         for h in ans.hits]),
                     "abstained": ans.abstained, "unsupported": sum(1 for c in ans.checks if not c.supported),
@@ -185,7 +197,8 @@ def question_records(questions: Sequence[Question], retrieval: dict[str, dict[st
     for q in questions:
         r = retrieval[q.id]
         rec: dict[str, Any] = {
-            "id": q.id, "kind": q.kind, "question": q.question, "query": r["query"], "gold": list(q.gold),
+            "id": q.id, "kind": q.kind, "split": q.split, "subset": q.subset, "question": q.question,
+            "query": r["query"], "gold": list(q.gold),
             "facts": [list(f) for f in q.facts], "retrieval": r["ranked"], "retrieval_scores": r["scores"],
             "gold_rank": {m: M.first_relevant_rank(r["ranked"][m], q.gold) for m in MODES},
             "top_similarity": round(r["top_similarity"], 4), "gate_similarity": round(r["gate_similarity"], 4),
@@ -214,6 +227,9 @@ def _retrieval_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "by_kind": {k: M.retrieval_metrics({r["id"]: r["gold"] for r in records if r["kind"] == k},
                                                ranked(r for r in records if r["kind"] == k)) for k in kinds},
             "recall_curve": [curve[f"recall@{k}"] for k in range(1, RANK_DEPTH + 1)],
+            "by_subset": {s: M.retrieval_metrics({r["id"]: r["gold"] for r in records if r.get("subset") == s},
+                                                 ranked(r for r in records if r.get("subset") == s))
+                          for s in sorted({r.get("subset") or "" for r in records} - {""})},
         }
     return modes
 
@@ -224,6 +240,11 @@ def _answer_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         abst = M.abstention_scores([x["abstained"] for x in m], [r["kind"] == "unanswerable" for r in rs])
         return {
             "n": len(rs), "fact_accuracy": M.mean(x["fact_hit"] for x in m),
+            # What the user reads first, and what the system wrote itself (older runs lack these: None).
+            "first_sentence_accuracy": M.mean(x.get("first_sentence_hit") for x in m),
+            "own_words_accuracy": M.mean(x.get("own_words_hit") for x in m),
+            "words_median": M.median(x.get("words") for x in m),
+            "quoted_share": M.mean(x.get("quoted") for x in m),
             "fact_questions": sum(1 for x in m if x["fact_hit"] is not None),
             "score": M.mean(x["correct"] for x in m),
             "citation_precision": M.mean(x["citation_precision"] for x in m),
@@ -240,7 +261,10 @@ def _answer_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         }
 
     kinds = sorted({r["kind"] for r in records})
-    return {"overall": block(records), "by_kind": {k: block([r for r in records if r["kind"] == k]) for k in kinds}}
+    out = {"overall": block(records), "by_kind": {k: block([r for r in records if r["kind"] == k]) for k in kinds}}
+    subsets = sorted({r.get("subset") or "" for r in records} - {""})
+    out["by_subset"] = {s: block([r for r in records if r.get("subset") == s]) for s in subsets}
+    return out
 
 
 def summarise(records: Sequence[dict[str, Any]], settings: Settings, meta: dict[str, Any]) -> dict[str, Any]:

@@ -100,10 +100,14 @@ class Generation:
     evidence_margin: float = _desc("a paper is evidence when its best sentence scores within this of the best "
                                    "paper's (eval: 0.1 keeps the right paper for 99% of single-paper questions "
                                    "with 1.1 papers per prompt; 0.2 gave 1.4)", 0.1)
-    summary_margin: float = _desc("the same for summaries (\"which papers ...?\"), which list up to top_k papers",
-                                  0.2)
-    summary_gap: float = _desc("summaries also stop at the widest score drop between ranked papers when it is at "
-                               "least this (eval: citation precision 0.78 -> 0.85 at equal recall)", 0.15)
+    summary_candidates: int = _desc("papers retrieved for a summary (\"which papers ...?\") before each is judged on "
+                                    "the topic", 16)
+    summary_max_papers: int = _desc("most papers a summary lists (a notice says how many more matched)", 10)
+    summary_min_cover: float = _desc("a paper is on a summary's topic when its text holds this share of one topic "
+                                     "alternative's rare-word weight ...", 0.6)
+    summary_min_sentence: float = _desc("... and its best sentence scores at least this against the question", 0.4)
+    summary_sure_sentence: float = _desc("or its best sentence alone scores at least this", 0.6)
+    summary_min_idf: float = _desc("words commoner than this idf (in most chunks) do not name a topic", 1.8)
     history_turns: int = _desc("earlier question/answer pairs shown to the model (follow-ups are condensed for "
                                "retrieval either way; a 135M model answers follow-ups better without them)", 0)
     remote_url: str = _desc("an OpenAI-compatible server (http://gpu-box:8000) used instead of the local GGUF, e.g. "

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,6 +60,16 @@ _ADDRESSED = re.compile(
     re.IGNORECASE)
 ADDRESSED_PENALTY = 1.0
 PAPER_MARGIN = 0.22  # a paper whose best sentence trails the best paper's by more than this is not evidence
+
+
+@dataclass(frozen=True)
+class SummaryPolicy:
+    """When a paper is on a summary question's topic (generation.summary_* settings)."""
+
+    min_cover: float = 0.6  # share of one topic alternative's rare-word weight the paper holds
+    min_sentence: float = 0.4  # ... together with a best sentence scoring at least this
+    sure_sentence: float = 0.6  # or a best sentence scoring this on its own
+    min_idf: float = 1.8  # words less rare than this (in most chunks) do not name a topic
 
 
 class SentenceScorer:
@@ -131,6 +143,78 @@ def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: Se
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
                                sentence_scores=tuple(sents[i][1] for i in order)))
+    return blocks
+
+
+# A summary question's frame, dropped before its topic is read: "Which papers are about <topic>?"
+_FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|studies|articles|research)\s+"
+                    r"(?:are\s+|is\s+)?(?:there\s+)?|summari[sz]e\s+(?:the\s+)?(?:work|papers|research)?\s*|"
+                    r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+)",
+                    re.IGNORECASE)
+_GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
+                     "analyses propose proposes deal deals address addresses tackle summarize summarise overview "
+                     "research approaches methods".split())
+
+
+def topic_alternatives(question: str) -> list[list[str]]:
+    """The topic's alternatives, each as its content words: "Which papers use diffusion models or LiDAR?" ->
+    [["diffusion", "models"], ["lidar"]]; a paper on any one alternative is on the topic."""
+    topic = _FRAME.sub("", question).rstrip(" ?.")
+    parts = re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic)
+    out = [[w for w in dict.fromkeys(tokens(p)) if w not in _GENERIC] for p in parts]
+    return [ws for ws in out if ws]
+
+
+def _mentions(word: str, words: set[str]) -> bool:
+    """The paper uses the word, or a word sharing its first five letters ("assistants" ~ "assistive")."""
+    return word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words))
+
+
+def topic_cover(alternatives: list[dict[str, float]], paper_text: str) -> float:
+    """The best share, over the alternatives, of an alternative's term weight (idf) that the paper's text holds."""
+    words = set(tokens(paper_text))
+    best = 0.0
+    for weights in alternatives:
+        total = sum(weights.values())
+        if total:
+            best = max(best, sum(v for w, v in weights.items() if _mentions(w, words)) / total)
+    return best
+
+
+def relevant_papers(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer,
+                    idf: Callable[[list[str]], dict[str, float]], policy: SummaryPolicy) -> list[Evidence]:
+    """Every retrieved paper on the question's topic, decided per paper, best first, one sentence each.
+
+    A paper is on the topic when its text holds most of one topic alternative's rare words (idf-weighted, words
+    common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
+    sentence alone is very close. No cut relative to the other papers: a fifth relevant paper is listed however far
+    the fourth is above it.
+    """
+    if not hits:
+        return []
+    alternatives = []
+    for words in topic_alternatives(question):
+        weights = {w: v for w, v in idf(words).items() if v >= policy.min_idf}
+        if weights:
+            alternatives.append(weights)
+    scored = scorer.score(question, qvec, hits)
+    kept: list[tuple[float, Hit, list[tuple[str, float]]]] = []
+    for h in hits:
+        sents = scored.get(h.paper.paper_id, [])
+        best = max((x for _, x in sents), default=0.0)
+        cover = topic_cover(alternatives, h.paper.raw + " " + h.paper.title) if alternatives else 0.0
+        if (cover >= policy.min_cover and best >= policy.min_sentence) or best >= policy.sure_sentence:
+            kept.append((best + cover, h, sents))
+    if not kept:  # nothing clearly on the topic: the closest paper, so the answer still says something cited
+        h = hits[0]
+        sents = scored.get(h.paper.paper_id, [])
+        kept = [(0.0, h, sents)]
+    kept.sort(key=lambda k: -k[0])
+    blocks = []
+    for n, (_, hit, sents) in enumerate(kept, start=1):
+        i = max(range(len(sents)), key=lambda j: sents[j][1]) if sents else None
+        blocks.append(Evidence(n=n, hit=hit, sentences=(sents[i][0],) if i is not None else (),
+                               sentence_scores=(sents[i][1],) if i is not None else ()))
     return blocks
 
 

@@ -91,6 +91,23 @@ class LexicalIndex:
         i = bisect.bisect_left(self._vocab, term)
         return i < len(self._vocab) and self._vocab[i].startswith(term)
 
+    def idf(self, terms: Iterable[str]) -> dict[str, float]:
+        """BM25's idf of each indexed term, from the number of chunks that contain it; unknown terms are left out.
+
+        e.g. idf(["diffusion", "the"]) -> {"diffusion": 3.1} at 38 papers ("the" is not indexed).
+        """
+        if self._postings is None:
+            return {}
+        indptr = self._postings[0]
+        n = len(self.chunk_ids)
+        out = {}
+        for t in terms:
+            i = self._word_ids.get(t)
+            if i is not None:
+                df = int(indptr[i + 1] - indptr[i])
+                out[t] = float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+        return out
+
     @classmethod
     def build(cls, docs: Iterable[tuple[str, str, str]], batch: int = SCORE_BATCH) -> LexicalIndex:
         """docs: (chunk_id, paper_id, text to index), read once and in order, so a generator keeps memory bounded.

@@ -17,11 +17,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import answer as A
+from . import compose, support
+from . import question as Q
 from .answerable import unanswerable_reason
 from .catalog import Catalog
 from .config import Settings
 from .embed import Embedder, load_embedder
-from .evidence import SentenceScorer, best_sentence_score, select_evidence
+from .evidence import SentenceScorer, SummaryPolicy, best_sentence_score, relevant_papers, select_evidence
 from .generate import Generator, LlamaGenerator, Message
 from .indexer import (
     IndexPaths,
@@ -42,11 +44,6 @@ __all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
 
 Event = str | Answer  # a piece of streamed text, or the final Answer (always last)
 
-_SUMMARY = re.compile(r"\b(summari[sz]e|overview|survey|list|which papers|what papers|what work|papers (on|about)|"
-                      r"work on|research on)\b", re.IGNORECASE)
-# "Which paper/work ...?" wants a paper named: a quoted answer then starts with the paper's title.
-_WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)",
-                    re.IGNORECASE)
 _FOLLOWUP = re.compile(r"^\s*(and|also|what about|how about|so|then)\b|\b(it|its|they|their|them|this|that|these|"
                        r"those|the method|the paper|the approach)\b", re.IGNORECASE)
 
@@ -174,8 +171,9 @@ class Assistant:
         notices = [notice] if notice else []
         history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
         searched = self.condense(question, history)
-        summary = bool(_SUMMARY.search(question))
-        top_k = max(top_k or self.settings.retrieval.top_k, 8 if summary else 0)
+        intent = Q.read(question)
+        summary = intent.summary
+        top_k = max(top_k or self.settings.retrieval.top_k, gen.summary_candidates if summary else 0)
         with self.compute:
             retrieved = self.retriever.search(searched, filters, top_k=top_k)
             timings = dict(retrieved.timings)
@@ -193,8 +191,15 @@ class Assistant:
             assert qvec is not None
             assert self._scorer is not None
             if summary:
-                blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer, max_papers=top_k, per_paper=1,
-                                         margin=gen.summary_margin, gap=gen.summary_gap)
+                lexical = self.retriever.lexical
+                blocks = relevant_papers(searched, qvec, retrieved.hits, self._scorer,
+                                         lexical.idf if lexical is not None else (lambda words: {}),
+                                         SummaryPolicy(gen.summary_min_cover, gen.summary_min_sentence,
+                                                       gen.summary_sure_sentence, gen.summary_min_idf))
+                if len(blocks) > gen.summary_max_papers:
+                    notices.append(f"{len(blocks) - gen.summary_max_papers} more papers on this topic are not listed: "
+                                   "ask about a narrower topic or see the Search tab")
+                    blocks = blocks[:gen.summary_max_papers]
             else:
                 blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer, max_papers=gen.evidence_papers,
                                          per_paper=gen.sentences_per_paper, margin=gen.evidence_margin)
@@ -229,7 +234,7 @@ class Assistant:
             n_out = len(pieces)
             timings["generate_ms"] = (end - t) * 1000
             timings["tokens_per_s"] = (n_out - 1) / (end - first) if first and n_out > 1 and end > first else 0.0
-            final = self._finish(raw, budget.blocks, summary, which=bool(_WHICH.search(question)))
+            final = self._finish(raw, budget.blocks, intent)
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"
@@ -245,25 +250,24 @@ class Assistant:
             notices=tuple(notices), evidence=tuple(budget.blocks),
         )
 
-    def _finish(self, raw: str, blocks: list, summary: bool, which: bool = False) -> tuple[str, str, list, int]:
-        """(text, mode, checks, dropped markers) for the model's raw output."""
+    def _finish(self, raw: str, blocks: list, intent: Q.Intent) -> tuple[str, str, list, int]:
+        """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
+        checked against its source; when none survives, the one evidence clause that holds what was asked."""
         valid = {b.n for b in blocks}
         text, dropped = A.parse_markers(raw, valid)
         strong = best_sentence_score(blocks) >= self.settings.retrieval.min_similarity + 0.15
-        if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not summary:
-            if strong:  # the model gave up on evidence that is there: quote it instead
-                return A.extractive(blocks, name_paper=which), "extractive", [], dropped
+        if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not intent.summary:
+            if strong:  # the model gave up on evidence that is there: answer from it instead
+                return compose.fallback(blocks, intent), "extractive", [], dropped
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
-        text, checks = A.check_answer(text, blocks, self.embedder, papers)
-        if summary:
-            text, wrote = A.summary_text(blocks, checks)
+        sentences, checks = support.check(text, intent.text, blocks, self.embedder, papers)
+        if intent.summary:
+            text, wrote = compose.summary(checks, blocks, intent)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
-        if not any(c.supported for c in checks):
-            # The model's sentences are discarded, so their checks would describe text the user never sees.
-            return A.extractive(blocks, name_paper=which), "extractive", [], dropped
-        return A.with_quote(text, blocks), "generated", checks, dropped
+        text, mode, shown = compose.factoid(sentences, checks, blocks, intent, raw)
+        return text, mode, checks if mode == "generated" else [], dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,
                  notices: list[str]) -> Answer:

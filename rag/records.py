@@ -118,6 +118,7 @@ class SentenceCheck:
     cites: tuple[int, ...]
     supported: bool
     similarity: float
+    note: str = ""  # why it is not supported, e.g. "restates the question", "a number the paper does not give"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,163 @@
+"""The answer the user reads: the answer first, short, every sentence cited; evidence stays in the citations.
+
+From the checked sentences of the model's output (`support.check`), the evidence blocks and what the question asks
+for (`question.Intent`):
+
+- a factoid answer is the model's supported sentences (at most three), the one holding what was asked (a number
+  for "how much ...?") first; a "which paper ...?" answer opens with the paper's title;
+- when none survives, or none holds what was asked, the answer is the one evidence sentence that best holds it, cut
+  to the clause that holds it when the sentence is long: "SOLAR outperforms the strongest supervised VLM by 7.08
+  points [1]." rather than three pasted quotes. The sentence the model drew on (sharing its numbers) is preferred;
+- a summary lists every evidence paper on a line of its own (title and citation, then the clause of its best
+  sentence), then at most two of the model's supported sentences citing two or more of them.
+
+Pure functions over records and strings: no model, no embedder.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .question import Intent
+from .records import Evidence, SentenceCheck
+from .sanitize import sanitize_source
+from .support import MARKER, numbers_in
+from .text import tokens
+
+MAX_SENTENCES = 3
+LONG_SENTENCE_WORDS = 30  # a fallback sentence longer than this is cut to the clause holding the answer
+_CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
+_LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
+                      r"in addition|specifically|notably|overall|finally|however|as a result)\b[,\s]*", re.IGNORECASE)
+_WORD = re.compile(r"\w+")
+
+
+def answers_asked(intent: Intent, sentence: str) -> bool:
+    """Does the sentence hold the kind of thing asked for? e.g. a number for "how much ...?"."""
+    plain = MARKER.sub(" ", sentence)
+    if intent.wants == "number":
+        return bool(re.search(r"\d", plain))
+    if intent.wants == "expansion":
+        return bool(re.search(r"[A-Z][a-z]+ [a-zA-Z]+", plain))
+    return True
+
+
+def _cite(text: str, n: int) -> str:
+    text = text.strip().rstrip(" .;,:")
+    return f"{text} [{n}]."
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+def clause(sentence: str, intent: Intent, prefer: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+    """The part of a long sentence that holds what was asked; a short sentence whole.
+
+    Pieces are cut at commas, semicolons, colons and dashes; a piece under five words joins its neighbour. The piece
+    with the asked-for kind (a number), the most question words and the model's numbers (`prefer`) wins.
+    """
+    sentence = sentence.strip()
+    if len(_WORD.findall(sentence)) <= LONG_SENTENCE_WORDS:
+        return sentence
+    raw = [p for p in _CLAUSE_CUT.split(sentence) if p.strip()]
+    pieces: list[str] = []
+    for p in raw:
+        if pieces and (len(_WORD.findall(p)) < 5 or len(_WORD.findall(pieces[-1])) < 5):
+            pieces[-1] = f"{pieces[-1]} {p}"
+        else:
+            pieces.append(p)
+    if len(pieces) < 2:
+        return sentence
+    asked = set(tokens(intent.text))
+
+    def score(piece: str) -> float:
+        s = len(asked & set(tokens(piece))) / (len(asked) or 1)
+        if answers_asked(intent, piece) and intent.wants in ("number", "expansion"):
+            s += 1.0
+        s += 0.5 * len(prefer & set(numbers_in(piece)))
+        return s
+
+    best = max(pieces, key=score)
+    best = _LEADING.sub("", best.strip()).rstrip(" ,;:")
+    return _capital(best)
+
+
+def _ranked(blocks: list[Evidence]) -> list[tuple[float, int, str]]:
+    return sorted(((score, b.n, s) for b in blocks for s, score in zip(b.sentences, b.sentence_scores)),
+                  key=lambda x: -x[0])
+
+
+def best_sentence(blocks: list[Evidence], intent: Intent, raw: str = "") -> tuple[int, str] | None:
+    """The evidence sentence that best holds the answer: best scored in the best paper, preferring one that holds
+    the asked-for kind and the numbers of the model's own (possibly unsupported) answer."""
+    ranked = _ranked(blocks)
+    if not ranked:
+        return None
+    top_n = ranked[0][1]
+    mine = [(score, n, s) for score, n, s in ranked if n == top_n]
+    model_numbers = set(numbers_in(raw))
+
+    def key(item: tuple[float, int, str]) -> float:
+        score, _, s = item
+        bonus = 0.0
+        if model_numbers & set(numbers_in(s)):
+            bonus += 0.15
+        if not answers_asked(intent, s):
+            bonus -= 0.3
+        return score + bonus
+
+    _, n, s = max(mine, key=key)
+    return n, sanitize_source(s)
+
+
+def title_of(blocks: list[Evidence], n: int) -> str:
+    return sanitize_source(next(b.hit.paper.title for b in blocks if b.n == n)).rstrip(" .")
+
+
+def fallback(blocks: list[Evidence], intent: Intent, raw: str = "") -> str:
+    """One evidence sentence (or its clause) with its citation; a which-paper question names the paper first."""
+    picked = best_sentence(blocks, intent, raw)
+    if picked is None:
+        return ""
+    n, s = picked
+    text = _cite(clause(s, intent, set(numbers_in(raw))), n)
+    if intent.which:
+        return f"{_cite(title_of(blocks, n), n)} {text}"
+    return text
+
+
+def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Intent,
+            raw: str) -> tuple[str, str, list[SentenceCheck]]:
+    """(text, mode, the checks of the sentences shown) for a single-answer question."""
+    kept = [(s, c) for s, c in zip(sentences, checks) if c.supported]
+    holding = [i for i, (s, _) in enumerate(kept) if answers_asked(intent, s)]
+    if not holding:
+        return fallback(blocks, intent, raw), "extractive", []
+    first = holding[0]
+    kept = [kept[first]] + kept[:first] + kept[first + 1:]
+    kept = kept[:MAX_SENTENCES]
+    text = " ".join(s.strip() for s, _ in kept)
+    if intent.which:
+        cited = [n for c in (c for _, c in kept) for n in c.cites]
+        if cited:
+            title = title_of(blocks, cited[0])
+            head = title.split(":")[0].strip()
+            if head.lower() not in text.lower():
+                text = f"{_cite(title, cited[0])} {text}"
+    return text, "generated", [c for _, c in kept]
+
+
+def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Intent) -> tuple[str, bool]:
+    """One line per evidence paper, then at most two supported sentences citing several papers.
+
+    Returns (text, whether a model-written sentence is in it).
+    """
+    lines = []
+    for b in blocks:
+        ranked = sorted(zip(b.sentence_scores, b.sentences), key=lambda x: -x[0])
+        what = clause(sanitize_source(ranked[0][1]), intent) if ranked else ""
+        lines.append(f"- {title_of(blocks, b.n)} [{b.n}]" + (f": {what.rstrip(' .')}." if what else ""))
+    synthesis = [f"{c.sentence.rstrip(' .')} " + "".join(f"[{n}]" for n in dict.fromkeys(c.cites)) + "."
+                 for c in checks if c.supported and len(set(c.cites)) >= 2][:2]
+    return "\n".join(lines) + ("\n\n" + " ".join(synthesis) if synthesis else ""), bool(synthesis)

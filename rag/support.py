@@ -1,0 +1,158 @@
+"""Does the cited evidence state what an answer sentence says? Judged on content, not on style.
+
+A sentence is supported by source n when
+- every number in it occurs in paper n, and few of its content words are foreign to paper n (a tiny model's typical
+  failure is a copied clause that ends in invented content), and
+- it says what paper n says: either its embedding is close to one of paper n's sentences (a paraphrase), or all of
+  its content words and numbers are found in one sentence of paper n (a terse answer: "7.08 points [1]" is
+  supported by "... outperforms the strongest supervised VLM by 7.08 points ...", although its embedding is far
+  from that sentence's).
+A sentence that only restates the question (no number, name or content word the question did not already hold,
+and no yes/no) is not an answer, whatever it cites. A sentence supported by another given source than the one it
+cites is re-pointed to it. This module does not choose which sentences the user sees; `compose` does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .embed import Embedder
+from .records import CANNOT_ANSWER, Evidence, SentenceCheck
+from .text import search_form, split_sentences, tokens
+
+MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# Words that carry no content of their own in an answer sentence ("The paper shows that ...").
+_FILLER = frozenset("approach approaches method methods framework model models propose proposes proposed introduce "
+                    "introduces introduced present presents presented results result authors author achieve achieves "
+                    "achieved reported reports report find finds found new novel one two main key".split())
+_YESNO = re.compile(r"^\s*(yes|no)\b|\b(not|without|never|cannot|does not|doesn't)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The support check's thresholds (generation.support_* settings)."""
+
+    similarity: float = 0.6  # a paraphrase: cosine to one sentence of the cited paper
+    max_novelty: float = 0.35  # share of the sentence's content words the paper never uses
+    terse_words: int = 8  # a terse answer has at most this many content words ...
+    terse_cover: float = 0.8  # ... and this share of them (and all its numbers) in one sentence of the paper
+
+
+def markers_in(text: str) -> list[int]:
+    return [int(x) for m in MARKER.finditer(text) for x in re.split(r"\s*[,;]\s*", m.group(1))]
+
+
+def answer_sentences(text: str) -> list[str]:
+    """Sentences of the answer, a marker-only fragment ("[1].") attached to the sentence before it."""
+    out: list[str] = []
+    for s in split_sentences(text):
+        if out and not MARKER.sub("", s).strip(" .;,"):
+            out[-1] = f"{out[-1]} {s}"
+        else:
+            out.append(s)
+    return out
+
+
+def content_words(text: str) -> set[str]:
+    return {t for t in tokens(MARKER.sub(" ", text)) if t not in _FILLER}
+
+
+def numbers_in(text: str) -> list[str]:
+    return NUMBER.findall(search_form(MARKER.sub(" ", text)))
+
+
+def restates(sentence: str, question: str) -> bool:
+    """The sentence adds nothing the question asked for: no new content word or number, and no yes/no.
+
+    e.g. restates("The attribution method works without gradients [1].", "Does the attribution method work
+    without gradients?") -> False (a "without" answers a yes/no question); restates("SOLAR is evaluated on a
+    benchmark [1].", "On which benchmark is SOLAR evaluated?") -> True
+    """
+    words = content_words(sentence)
+    asked = content_words(question)
+    # Inflections of asked words add nothing: "evaluated" after "evaluate".
+    new = {w for w in words - asked if not any(w[:5] == a[:5] for a in asked if len(a) >= 5 and len(w) >= 5)}
+    if new or set(numbers_in(sentence)) - set(numbers_in(question)):
+        return False
+    return not (re.match(r"^\s*(does|do|did|is|are|was|were|can|could|has|have)\b", question, re.IGNORECASE)
+                and _YESNO.search(sentence))
+
+
+def grounded(sentence: str, paper_text: str, policy: Policy) -> bool:
+    """Every number of the sentence occurs in the paper, and few of its words are foreign to it."""
+    haystack = search_form(paper_text)
+    if not all(n in haystack for n in numbers_in(sentence)):
+        return False
+    words = set(tokens(MARKER.sub(" ", sentence)))
+    if not words:
+        return True
+    known = set(tokens(paper_text))
+    return len(words - known) / len(words) <= policy.max_novelty
+
+
+def stated_in(sentence: str, paper_sentences: list[str], policy: Policy) -> bool:
+    """A terse sentence whose content words and numbers are (nearly) all in one sentence of the paper."""
+    words = content_words(sentence)
+    nums = numbers_in(sentence)
+    if not words and not nums:
+        return False
+    if len(words) > policy.terse_words:
+        return False
+    for s in paper_sentences:
+        form = search_form(s)
+        if not all(n in form for n in nums):
+            continue
+        have = set(tokens(s))
+        if not words or len(words & have) / len(words) >= policy.terse_cover:
+            return True
+    return False
+
+
+def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
+          paper_sentences: dict[str, tuple[list[str], np.ndarray]],
+          policy: Policy = Policy()) -> tuple[list[str], list[SentenceCheck]]:
+    """Each answer sentence (citations re-pointed where another source supports it) and its check."""
+    by_n = {b.n: b for b in blocks}
+    sentences = answer_sentences(text)
+    plain = [MARKER.sub("", s).strip() for s in sentences]
+    if not sentences:
+        return [], []
+    vecs = embedder.embed(plain)
+    out: list[str] = []
+    checks: list[SentenceCheck] = []
+    for s, p, v in zip(sentences, plain, vecs):
+        cited = [n for n in markers_in(s) if n in by_n]
+        if CANNOT_ANSWER.lower().rstrip(".") in p.lower():
+            continue
+        support: dict[int, float] = {}
+        for n, b in by_n.items():
+            sents, svecs = paper_sentences.get(b.hit.paper.paper_id, ([], np.zeros((0, len(v)))))
+            if not grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title, policy):
+                continue
+            sim = float(np.max(svecs @ v)) if len(sents) else 0.0
+            if sim >= policy.similarity or stated_in(p, sents + [b.hit.paper.title], policy):
+                support[n] = max(sim, policy.similarity)  # stated outright counts as the threshold
+            else:
+                support[n] = sim
+        ok = [n for n in cited if support.get(n, 0.0) >= policy.similarity]
+        best = max(support, key=lambda n: support[n], default=None)
+        if not ok and best is not None and support[best] >= policy.similarity:
+            # Cited the wrong source or none: point at the source that supports it.
+            s = re.sub(r"\s*" + MARKER.pattern, "", s).rstrip()
+            end = s[-1] if s and s[-1] in ".!?" else ""
+            s = f"{s[:-1] if end else s} [{best}]{end or '.'}"
+            ok = [best]
+        note = ""
+        if not ok:
+            note = "not stated by the cited source" if support else "a number or words the sources do not give"
+        elif restates(p, question):
+            ok, note = [], "restates the question"
+        sim = max((support.get(n, 0.0) for n in (ok or cited or list(support))), default=0.0)
+        checks.append(SentenceCheck(sentence=MARKER.sub("", s).strip(), cites=tuple(markers_in(s)),
+                                    supported=bool(ok), similarity=round(sim, 4), note=note))
+        out.append(s)
+    return out, checks
