@@ -108,6 +108,8 @@ class Generation:
     summary_min_sentence: float = _desc("... and its best sentence scores at least this against the question", 0.4)
     summary_sure_sentence: float = _desc("or its best sentence alone scores at least this", 0.6)
     summary_min_idf: float = _desc("words commoner than this idf (in most chunks) do not name a topic", 1.8)
+    locate_similarity: float = _desc("a sentence of an earlier answer names the paper it is found in when their "
+                                     "cosine reaches this (follow-ups: which paper was \"it\")", 0.5)
     history_turns: int = _desc("earlier question/answer pairs shown to the model (follow-ups are condensed for "
                                "retrieval either way; a 135M model answers follow-ups better without them)", 0)
     remote_url: str = _desc("an OpenAI-compatible server (http://gpu-box:8000) used instead of the local GGUF, e.g. "

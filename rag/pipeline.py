@@ -9,7 +9,6 @@ runs under one lock: on two cores, running both at once made query embedding ~10
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import answer as A
-from . import compose, support
+from . import compose, conversation, support
 from . import question as Q
 from .answerable import unanswerable_reason
 from .catalog import Catalog
@@ -44,8 +43,6 @@ __all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
 
 Event = str | Answer  # a piece of streamed text, or the final Answer (always last)
 
-_FOLLOWUP = re.compile(r"^\s*(and|also|what about|how about|so|then)\b|\b(it|its|they|their|them|this|that|these|"
-                       r"those|the method|the paper|the approach)\b", re.IGNORECASE)
 
 
 class Assistant:
@@ -122,16 +119,29 @@ class Assistant:
             return self.retriever.search(question, filters, top_k=top_k, mode=mode)
 
     def condense(self, question: str, history: list[Message]) -> str:
-        """A standalone query for a follow-up: the question plus what the previous turn was about.
+        """The query retrieval runs for this turn: the question itself, naming the earlier papers it points at.
 
-        Rule-based on purpose: a 135M model rewrites questions unreliably, while naming the previous question's
-        subject is what retrieval needs, e.g. "and how much faster is it?" after a question on SERA ->
-        "and how much faster is it? (previous question: What does SERA train?)".
+        e.g. "And how large were its gains?" after an answer citing AREW -> "And how large were its gains? (about:
+        AREW: ...)"; "and which papers use diffusion?" -> unchanged (a new subject is not pinned to the old paper).
         """
-        last_user = next((m["content"] for m in reversed(history) if m["role"] == "user"), "")
-        if not last_user or not _FOLLOWUP.search(question) or len(question.split()) > 25:
-            return question
-        return f"{question} (previous question: {last_user[:300]})"
+        with self.compute:
+            return self._focus(question, Q.read(question), history)[0]
+
+    def _focus(self, question: str, intent: Q.Intent, history: list[Message]) -> tuple[str, tuple[str, ...]]:
+        """(query to search, earlier papers the question points at); the caller holds the compute lock."""
+        focus = conversation.resolve(question, intent, history, self._locate)
+        if not focus.papers:
+            return focus.searched, ()
+        papers = self.retriever.catalog.get_many(focus.papers)
+        titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
+        return f"{question} (about: {titles[:400]})", focus.papers
+
+    def _locate(self, sentence: str) -> str | None:
+        """The paper that states an earlier answer's sentence (that sentence was checked against it)."""
+        found = self.retriever.search(sentence, top_k=1)
+        if found.hits and found.hits[0].best_similarity >= self.settings.generation.locate_similarity:
+            return found.hits[0].paper.paper_id
+        return None
 
     def _generate(self, generator: Generator, messages: list[Message], max_tokens: int, temperature: float,
                   stop: list[str] | None) -> Iterator[str]:
@@ -146,6 +156,7 @@ class Assistant:
             yield from generator.stream(messages, max_tokens, temperature, stop=stop)
         finally:
             self.compute.acquire()
+
 
     def ask(self, question: str, history: list[Message] | None = None, filters: Filters | None = None,
             top_k: int | None = None, temperature: float | None = None, max_tokens: int | None = None) -> Answer:
@@ -170,15 +181,21 @@ class Assistant:
         question, notice = A.truncate_question(question)
         notices = [notice] if notice else []
         history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
-        searched = self.condense(question, history)
         intent = Q.read(question)
-        summary = intent.summary
-        top_k = max(top_k or self.settings.retrieval.top_k, gen.summary_candidates if summary else 0)
         with self.compute:
+            searched, pinned = self._focus(question, intent, history)
+            if pinned:  # "it", "the second one", "compare them": the papers the previous answer cited
+                filters = replace(filters or Filters(), paper_ids=frozenset(pinned))
+                if len(pinned) > 1:
+                    intent = replace(intent, kind="summary")
+            summary = intent.summary
+            top_k = max(top_k or self.settings.retrieval.top_k, gen.summary_candidates if summary else 0)
             retrieved = self.retriever.search(searched, filters, top_k=top_k)
             timings = dict(retrieved.timings)
             model_name = self.generator.name
-            relevant = retrieved.best_similarity >= self.settings.retrieval.min_similarity or retrieved.distinctive
+            # A question pointing back at cited papers is about them, however short ("and its gains?").
+            relevant = (retrieved.best_similarity >= self.settings.retrieval.min_similarity or retrieved.distinctive
+                        or bool(pinned))
             absent = self.retriever.absent_terms(question)
             if absent:
                 notices.append("the abstracts never mention " + ", ".join(absent))
@@ -190,7 +207,10 @@ class Assistant:
             qvec = retrieved.query_vector
             assert qvec is not None
             assert self._scorer is not None
-            if summary:
+            if summary and pinned:
+                blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
+                                         per_paper=1, margin=float("inf"))
+            elif summary:
                 lexical = self.retriever.lexical
                 blocks = relevant_papers(searched, qvec, retrieved.hits, self._scorer,
                                          lexical.idf if lexical is not None else (lambda words: {}),
@@ -246,7 +266,7 @@ class Assistant:
             question=question, text=text, citations=() if abstained else tuple(A.citations_for(text, budget.blocks)),
             hits=tuple(retrieved.hits), abstained=abstained, timings=timings, model=generator.name,
             settings_fingerprint=self.fingerprint, prompt_version=self.prompts.version, searched=searched, mode=mode,
-            dropped_markers=dropped, dropped_evidence=budget.dropped_blocks, checks=tuple(checks),
+            focus=pinned, dropped_markers=dropped, dropped_evidence=budget.dropped_blocks, checks=tuple(checks),
             notices=tuple(notices), evidence=tuple(budget.blocks),
         )
 

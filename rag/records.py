@@ -135,6 +135,7 @@ class Answer:
     settings_fingerprint: str
     prompt_version: str = ""
     searched: str = ""  # the standalone question that was retrieved for (differs from question for follow-ups)
+    focus: tuple[str, ...] = ()  # paper ids of earlier answers this question points at ("it", "the second one")
     mode: str = "generated"  # "generated", "extractive" (quoted evidence), "abstained"
     dropped_markers: int = 0  # [n] markers naming no source given to the model, removed from the text
     dropped_evidence: int = 0  # evidence blocks dropped to fit the model's context
@@ -146,6 +147,7 @@ class Answer:
         return {
             "question": self.question,
             "searched": self.searched or self.question,
+            "resolved_papers": list(self.focus),
             "answer": self.text,
             "abstained": self.abstained,
             "mode": self.mode,

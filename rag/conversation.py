@@ -1,0 +1,77 @@
+"""Follow-ups: which earlier papers a question points back at, and what retrieval should search for it.
+
+A follow-up such as "And how large were its gains?" is about the paper the previous answer cited, not about the
+previous question's words. So the papers the previous assistant turn cited are read back, in citation order:
+from the `paper_ids` a client kept on that message (the chat and the API return them), else by locating each cited
+sentence of that answer in the index (every answer sentence is stated by the paper it cites, so the sentence
+finds its paper). The question's back-reference then picks among them: "it" the first, "the second one" the
+second, "the first two" two, "they" / "compare them" all (`question.pointed_at`).
+
+A question without a back-reference is searched as it is, even after a long conversation: "and which papers use
+diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import question as Q
+from .support import MARKER, markers_in
+from .text import split_sentences
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What a question is about once the conversation is read."""
+
+    searched: str  # the query retrieval runs on
+    papers: tuple[str, ...] = ()  # paper ids the question points at (empty: not pinned to earlier papers)
+
+
+def previous_citations(history: Sequence[Message], locate: Callable[[str], str | None]) -> list[str]:
+    """Paper ids the last assistant turn cited, in the order it first cited them."""
+    last = next((m for m in reversed(history) if m.get("role") == "assistant"), None)
+    if last is None:
+        return []
+    kept = last.get("paper_ids")
+    if isinstance(kept, list | tuple) and all(isinstance(p, str) for p in kept):
+        return list(dict.fromkeys(kept))
+    text = str(last.get("content") or "")
+    pieces = [s for line in text.splitlines() for s in split_sentences(line)]
+    found: dict[int, str] = {}
+    for piece in pieces:
+        for n in markers_in(piece):
+            if n in found:
+                continue
+            plain = MARKER.sub(" ", piece).strip(" -*•:")
+            paper = locate(plain) if len(plain.split()) >= 2 else None
+            if paper:
+                found[n] = paper
+    return list(dict.fromkeys(found[n] for n in sorted(found, key=lambda n: _first_index(text, n))))
+
+
+def _first_index(text: str, n: int) -> int:
+    m = re.search(rf"\[(?:\d+\s*[,;]\s*)*{n}(?:\s*[,;]\s*\d+)*\]", text)
+    return m.start() if m else len(text)
+
+
+def resolve(question: str, intent: Q.Intent, history: Sequence[Message],
+            locate: Callable[[str], str | None]) -> Focus:
+    """The query to search and the earlier papers the question points at.
+
+    e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
+    were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question)
+    """
+    if not history or not intent.refers_back or len(question.split()) > 30:
+        return Focus(question)
+    cited = previous_citations(history, locate)
+    if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
+        last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
+        return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
+    picked = [cited[i] for i in Q.pointed_at(question, len(cited))]
+    return Focus(question, tuple(picked))
