@@ -391,6 +391,9 @@ def build_index(
             del lexical  # not held while the new one is built (at 295k chunks, 250 MB)
             if run.changed or stale or _journal(ip.lexical).exists():
                 rebuild_lexical(store, catalog, ip.lexical, incremental=True)
+                # Published last, once catalog, collection and BM25 agree: readers that follow it (the app,
+                # between questions) reload then.
+                catalog.set_meta("generation", uuid.uuid4().hex)
             summary.skipped, summary.notes = run.report.skipped, run.report.notes
             summary.papers, summary.chunks = catalog.count(), store.count()
             catalog.set_meta("fingerprint", settings.fingerprint())
@@ -453,6 +456,11 @@ def _rebuild_roots(files: dict[str, tuple[list[str], str]], given: list[Path] | 
                          f"{shown}. Give their folders too, run `ingest --rebuild` without paths to re-read "
                          "every stored source, or add --drop-others to drop them")
     return roots
+
+
+def index_generation(settings: Settings) -> str | None:
+    """An id that changes each time an ingest changes the index (None before the first): cheap to poll."""
+    return read_meta(IndexPaths.of(settings).catalog, "generation")
 
 
 def _ids_elsewhere(catalog: Catalog, source: str) -> set[str]:

@@ -156,3 +156,31 @@ def test_request_settings_are_clamped_to_the_sliders_ranges(settings: Settings, 
     assert (s.retrieval.top_k, s.generation.temperature, s.generation.max_tokens) == want
     h.search("privacy", given[0], [])
     assert h.assistant.top_ks[-1] == want[0]  # type: ignore[attr-defined]
+
+
+def test_the_app_follows_a_finished_ingest_between_questions(tmp_path: Path, corpus: Path) -> None:
+    """An ingest (here in-process, as another process would) publishes a new generation; the app's next search
+    reloads and finds the new paper, without a restart; with nothing new it keeps its loaded index."""
+    import json
+
+    from conftest import make_settings
+    from fakes import HashEmbedder, ScriptedGenerator
+
+    from rag.indexer import build_index
+    from rag.pipeline import Assistant
+
+    s = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus})
+    build_index(s, HashEmbedder())
+    assistant = Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator())
+    h = U.Handlers(assistant, s)
+    question = "zebra stripes thermal imaging"
+    assert "Zebra stripes" not in h.search(question, 5, [])
+    loaded = assistant.retriever
+    h.search("privacy leakage", 5, [])
+    assert assistant.retriever is loaded  # nothing new: not reloaded
+    (corpus / "new.jsonl").write_text(json.dumps({"title": "Zebra stripes in thermal imaging",
+                                                  "abstract": "We study zebra stripes with thermal cameras."}) + "\n")
+    build_index(s, HashEmbedder())
+    assert "Zebra stripes in thermal imaging" in h.search(question, 5, [])
+    assert assistant.retriever is not loaded and h.catalog is assistant.catalog
+    assert [r[0] for r in h.library_rows(U.ALL_SOURCES, False, "zebra")] == ["Zebra stripes in thermal imaging"]

@@ -29,6 +29,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 import gradio as gr  # noqa: E402
 
 from rag.config import Settings  # noqa: E402
+from rag.indexer import index_generation  # noqa: E402
 from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in warm(), not at import)
 from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError  # noqa: E402
 from rag.retrieve import Filters  # noqa: E402
@@ -162,9 +163,29 @@ class Handlers:
         # Records stay in the catalog (SQLite) and are read per request: a million papers would not fit the page or
         # the process. Source files are listed for the filters, the first MAX_SOURCE_CHOICES of them.
         self.catalog = assistant.catalog
+        self.generation = self._generation()
         every = self.catalog.sources()
         self.sources: list[str] = every[:MAX_SOURCE_CHOICES]
         self.more_sources = len(every) - len(self.sources)
+
+    def _generation(self) -> str | None:
+        try:
+            return index_generation(self.settings)
+        except RagError:  # a damaged catalog: the question that follows says so
+            return None
+
+    def follow_index(self) -> None:
+        """Between questions: when an ingest has published a new index since, reload it (BM25, collection,
+        catalog). Under the compute lock, so no retrieval is in progress; an answer already generating keeps what
+        it retrieved."""
+        generation = self._generation()
+        if generation == self.generation:
+            return
+        with self.assistant.compute:
+            self.assistant.reload_index()
+            self.catalog = self.assistant.catalog
+        log.info("index changed (generation %s): reloaded", generation)
+        self.generation = generation
 
     def _request_settings(self, top_k: Any, temperature: Any, max_tokens: Any) -> Settings:
         """This request's settings, each clamped to its slider's range (a client can send anything)."""
@@ -210,6 +231,7 @@ class Handlers:
         yield _messages(turns), R.message("Retrieving papers…"), turns, ""
         streamed, last = "", 0.0
         try:
+            self.follow_index()
             settings = self._request_settings(top_k, temperature, max_tokens)
             for event in stream_in_thread(self.assistant, settings, asked, history, self._filters(sources, scope)):
                 if isinstance(event, str):
@@ -248,6 +270,7 @@ class Handlers:
         except api.ApiError as e:
             raise gr.Error(e.message) from None
         try:
+            self.follow_index()
             with ANSWER_LOCK:
                 return self.assistant.ask(question.strip(), history=turns, filters=only).to_dict()
         except Exception as e:
@@ -261,6 +284,7 @@ class Handlers:
         if not question:
             return R.message("Type a question to search the abstracts.")
         try:
+            self.follow_index()
             got = self.assistant.search(question, self._filters(sources, None), top_k=self._top_k(top_k))
         except Exception as e:
             log.exception("search failed")
@@ -273,6 +297,7 @@ class Handlers:
         if not question:
             raise gr.Error("Ask a question.")
         try:
+            self.follow_index()
             got = self.assistant.search(question)
         except Exception as e:
             log.exception("search api failed")
