@@ -207,8 +207,13 @@ class Assistant:
             qvec = retrieved.query_vector
             assert qvec is not None
             assert self._scorer is not None
+            # Sentences are scored against what is asked: for a pinned follow-up the searched form carries the
+            # papers' titles, which every sentence of those papers would match.
+            scored_as = question if pinned else searched
+            if pinned:
+                qvec = self.embedder.embed([question])[0]
             if summary and pinned:
-                blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
+                blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
                                          per_paper=1, margin=float("inf"))
             elif summary:
                 lexical = self.retriever.lexical
@@ -221,7 +226,7 @@ class Assistant:
                                    "ask about a narrower topic or see the Search tab")
                     blocks = blocks[:gen.summary_max_papers]
             else:
-                blocks = select_evidence(searched, qvec, retrieved.hits, self._scorer, max_papers=gen.evidence_papers,
+                blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=gen.evidence_papers,
                                          per_paper=gen.sentences_per_paper, margin=gen.evidence_margin)
                 # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
                 reason = unanswerable_reason(question, [b.hit.paper for b in blocks])

@@ -7,8 +7,8 @@ A sentence is supported by source n when
   its content words and numbers are found in one sentence of paper n (a terse answer: "7.08 points [1]" is
   supported by "... outperforms the strongest supervised VLM by 7.08 points ...", although its embedding is far
   from that sentence's).
-A sentence that only restates the question (no number, name or content word the question did not already hold,
-and no yes/no) is not an answer, whatever it cites. A sentence supported by another given source than the one it
+A sentence that only restates the question (no number, name or content word the question did not already hold)
+is not an answer, whatever it cites. A sentence supported by another given source than the one it
 cites is re-pointed to it. This module does not choose which sentences the user sees; `compose` does.
 """
 
@@ -29,7 +29,6 @@ NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _FILLER = frozenset("approach approaches method methods framework model models propose proposes proposed introduce "
                     "introduces introduced present presents presented results result authors author achieve achieves "
                     "achieved reported reports report find finds found new novel one two main key".split())
-_YESNO = re.compile(r"^\s*(yes|no)\b|\b(not|without|never|cannot|does not|doesn't)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -65,21 +64,22 @@ def numbers_in(text: str) -> list[str]:
     return NUMBER.findall(search_form(MARKER.sub(" ", text)))
 
 
-def restates(sentence: str, question: str) -> bool:
-    """The sentence adds nothing the question asked for: no new content word or number, and no yes/no.
+def _stem(word: str) -> str:
+    return word[:5] if len(word) >= 5 else re.sub(r"(es|s|ed)$", "", word)
 
-    e.g. restates("The attribution method works without gradients [1].", "Does the attribution method work
-    without gradients?") -> False (a "without" answers a yes/no question); restates("SOLAR is evaluated on a
-    benchmark [1].", "On which benchmark is SOLAR evaluated?") -> True
+
+def restates(sentence: str, question: str) -> bool:
+    """The sentence adds nothing the question asked for: no content word or number the question lacks.
+
+    A yes/no question is answered by an affirmation or a negation in its own words, so nothing restates it.
+    e.g. restates("SOLAR is evaluated on a benchmark [1].", "On which benchmark is SOLAR evaluated?") -> True;
+    restates("SOLAR is evaluated on M-BEIR [1].", ...) -> False
     """
-    words = content_words(sentence)
-    asked = content_words(question)
-    # Inflections of asked words add nothing: "evaluated" after "evaluate".
-    new = {w for w in words - asked if not any(w[:5] == a[:5] for a in asked if len(a) >= 5 and len(w) >= 5)}
-    if new or set(numbers_in(sentence)) - set(numbers_in(question)):
+    if re.match(r"^\s*(does|do|did|is|are|was|were|can|could|has|have|will|would)\b", question, re.IGNORECASE):
         return False
-    return not (re.match(r"^\s*(does|do|did|is|are|was|were|can|could|has|have)\b", question, re.IGNORECASE)
-                and _YESNO.search(sentence))
+    asked = {_stem(w) for w in content_words(question)}
+    new = {w for w in content_words(sentence) if _stem(w) not in asked}
+    return not new and not set(numbers_in(sentence)) - set(numbers_in(question))
 
 
 def grounded(sentence: str, paper_text: str, policy: Policy) -> bool:

@@ -76,12 +76,13 @@ def test_unrelated_question_abstains_without_calling_the_model(built) -> None:  
     assert ans.abstained and ans.text == CANNOT_ANSWER and not ans.citations and gen.prompts == []
 
 
-def test_unsupported_answer_falls_back_to_quoted_evidence(built) -> None:  # type: ignore[no-untyped-def]
+def test_unsupported_answer_falls_back_to_one_cited_evidence_sentence(built) -> None:  # type: ignore[no-untyped-def]
     s, emb, _ = built
     gen = ScriptedGenerator(["Bananas are yellow and grow in bunches [1]."])
     ans = Assistant(s, embedder=emb, generator=gen).ask("How much does PrivGate reduce privacy leakage?")
-    assert ans.mode == "extractive" and ans.text.startswith("Quoted from the abstracts")
-    assert ans.citations and ans.citations[0].paper.paper_id == PRIVGATE
+    assert ans.mode == "extractive" and "Bananas" not in ans.text and "“" not in ans.text
+    assert ans.text.count("[1]") == 1 and ans.text.endswith("[1].") and "62.6%" in ans.text
+    assert [c.paper.paper_id for c in ans.citations] == [PRIVGATE]
 
 
 def test_filters_restrict_retrieval(built) -> None:  # type: ignore[no-untyped-def]
@@ -114,4 +115,20 @@ def test_which_paper_quoted_answer_names_the_paper(built) -> None:  # type: igno
     ans = Assistant(s, embedder=emb, generator=gen).ask("Which paper reduces privacy leakage with PrivGate?")
     assert ans.mode == "extractive"
     title = ans.citations[0].paper.title
-    assert ans.citations[0].paper.paper_id == PRIVGATE and ans.text.startswith(title.rstrip("."))
+    assert ans.citations[0].paper.paper_id == PRIVGATE and ans.text.startswith(title.rstrip(". "))
+
+
+def test_a_follow_up_stays_on_the_paper_the_previous_answer_cited(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok", "ok", "ok"]))
+    first = a.ask("How much does PrivGate reduce privacy leakage?")
+    assert [c.paper.paper_id for c in first.citations] == [PRIVGATE]
+    history = [{"role": "user", "content": first.question}, {"role": "assistant", "content": first.text}]
+    # "its" points back at PrivGate: the answer comes from it, and says what was searched and resolved.
+    follow = a.ask("And what is its token overhead?", history=history)
+    assert follow.focus == (PRIVGATE,) and "(about: " in follow.searched
+    assert [c.paper.paper_id for c in follow.citations] == [PRIVGATE] and "15.9%" in follow.text
+    assert follow.to_dict()["resolved_papers"] == [PRIVGATE]
+    # A new subject is not pinned to the old paper.
+    switch = a.ask("And which papers use reinforcement learning?", history=history)
+    assert switch.focus == () and PRIVGATE not in [c.paper.paper_id for c in switch.citations]
