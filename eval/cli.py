@@ -26,6 +26,7 @@ EPILOG = """examples:
   python -m rag eval --models smollm2 gemma3 other.gguf
   python -m rag eval compare eval/runs/20260101-120000 eval/runs/20260102-090000
   python -m rag eval baseline RETRIEVAL_RUN --full-subset SUBSET_RUN   (writes eval/baseline/summary.json)
+  python -m rag eval conversations --split dev   (multi-turn: follow-ups, topic switches, drill-downs)
   python -m rag eval injection --model smollm2   (planted instructions in abstracts; see eval/QA.md)"""
 
 
@@ -211,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
             return compare(argv[1:])
         if argv[:1] == ["baseline"]:
             return baseline(argv[1:])
+        if argv[:1] == ["conversations"]:
+            from .conversations import main as conversations
+
+            return conversations(argv[1:])
         if argv[:1] == ["injection"]:
             from .injection import main as injection
 

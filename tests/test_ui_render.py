@@ -155,3 +155,13 @@ def test_evaluation_tab_reads_the_latest_run(tmp_path) -> None:  # type: ignore[
     assert "# old" in summary and "![plot]" not in summary
     assert rows == [["f001", "factoid", "Q?", "A [1]", "1:ab", "pass"]]
     assert "No model comparison" in comparison and images == [None] * 4
+
+
+def test_evidence_is_collapsed_under_the_answer_and_escaped() -> None:
+    evil = "PrivGate cuts leakage <img src=x onerror=alert(1)> by 62.6%."
+    sp = R.small_print(_answer(citations=(Citation(1, PAPER, (evil,)),), focus=(PAPER.paper_id,),
+                               searched="and its gains? (about: PrivGate)"))
+    assert '<details class="evidence"><summary>Evidence</summary>' in sp
+    assert "&lt;img src=x onerror=alert(1)&gt;" in sp and "<img" not in sp
+    assert f"about the earlier cited paper: {R.html.escape(PAPER.title)}" in sp
+    assert "Evidence" not in R.small_print(_answer())  # nothing cited, nothing to show

@@ -103,8 +103,21 @@ def render_answer(text: str, valid: Collection[int], unsupported: Sequence[str] 
     return "".join(parts)
 
 
+def evidence_details(answer: Answer) -> str:
+    """The evidence behind each citation, collapsed under the answer: the supporting sentences of every cited paper,
+    escaped (they are third-party text), under the paper's [n] and title."""
+    if not answer.citations:
+        return ""
+    items = "".join(
+        f'<li><span class="card-n">[{c.n}]</span> <b>{html.escape(c.paper.title)}</b>: '
+        + " ".join(f"<q>{html.escape(x)}</q>" for x in c.supporting[:3]) + "</li>"
+        for c in answer.citations)
+    return f'<details class="evidence"><summary>Evidence</summary><ul>{items}</ul></details>'
+
+
 def small_print(answer: Answer) -> str:
-    """Model, latency, retrieval time, and the standalone question a follow-up was searched as."""
+    """Model, latency, retrieval time, the standalone question a follow-up was searched as, the earlier papers it
+    was resolved to, and the evidence (collapsed)."""
     t = answer.timings
     bits = [html.escape(answer.model or "model")]
     if "first_token_ms" in t:
@@ -117,11 +130,16 @@ def small_print(answer: Answer) -> str:
         bits.append(f"retrieval {t['retrieve_ms']:.0f} ms")
     lines = [" · ".join(bits)]
     if answer.mode == "extractive":
-        lines.append("the model's answer was not supported by the abstracts; quoting the evidence instead")
+        lines.append("the model's answer was not supported by the abstracts; answering with the evidence sentence "
+                     "that holds it instead")
     if answer.searched and answer.searched != answer.question:
         lines.append(f"searched: {safe_text(answer.searched)}")
+    if answer.focus:
+        titles = {c.paper.paper_id: c.paper.title for c in answer.citations}
+        lines.append(f"about the earlier cited paper{'s' if len(answer.focus) > 1 else ''}: "
+                     + "; ".join(html.escape(titles.get(pid, pid)) for pid in answer.focus))
     lines.extend(safe_text(n) for n in answer.notices)
-    return '<div class="smallprint">' + "<br>".join(lines) + "</div>"
+    return '<div class="smallprint">' + "<br>".join(lines) + "</div>" + evidence_details(answer)
 
 
 def safe_url(url: str) -> str | None:
