@@ -294,7 +294,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps({"preset": done.preset.name, "path": str(done.path), "fetched": done.fetched}))
         else:
             print(f"{done.preset.name}: {'installed' if done.fetched else 'already installed, nothing fetched'}: "
-                  f"{done.path}\n  use it: --model {done.preset.name} --data-dir {settings.paths.data_dir}")
+                  f"{done.path}\n  use it: --model {done.preset.name} with --data-dir {settings.paths.data_dir}, or "
+                  f"--model {done.path} with any data folder")
         return 0
     if args.name:
         raise RagError(f"models: {args.name!r} needs `install` before it")

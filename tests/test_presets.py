@@ -341,3 +341,17 @@ def test_the_default_preset_is_the_packaged_file_and_matches_its_pin(tmp_path: P
     assert path.stat().st_size == preset.size
     assert file_sha256(path) == preset.sha256
     assert os.path.commonpath([path, sys.prefix]) == sys.prefix  # inside the environment, never copied
+
+
+@pytest.mark.slow
+def test_the_presets_speed_bench_measures_the_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.presets_speed import main as speed
+
+    assert speed(["smollm2", "--prompts", "2", "--max-tokens", "8", "--data-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("command: python -m bench.presets_speed smollm2 --prompts 2 --max-tokens 8 "
+                        f"--data-dir {tmp_path}")
+    assert lines[1].startswith("cpu: ")
+    row = json.loads(lines[2])
+    assert row["preset"] == "smollm2" and row["answers"] == 2 and row["prompt_tokens_p50"] > 100
+    assert row["first_token_ms_p50"] > 0 and row["decode_pieces_per_s_p50"] > 0
