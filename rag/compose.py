@@ -91,11 +91,10 @@ def _ranked(blocks: list[Evidence]) -> list[tuple[float, int, str]]:
 def best_sentence(blocks: list[Evidence], intent: Intent, raw: str = "") -> tuple[int, str] | None:
     """The evidence sentence that best holds the answer: best scored in the best paper, preferring one that holds
     the asked-for kind and the numbers of the model's own (possibly unsupported) answer."""
-    ranked = _ranked(blocks)
-    if not ranked:
+    top_n = blocks[0].n if blocks else None  # evidence comes best paper first
+    mine = [(score, n, s) for score, n, s in _ranked(blocks) if n == top_n]
+    if not mine:
         return None
-    top_n = ranked[0][1]
-    mine = [(score, n, s) for score, n, s in ranked if n == top_n]
     model_numbers = set(numbers_in(raw))
 
     def key(item: tuple[float, int, str]) -> float:

@@ -100,6 +100,9 @@ class Generation:
     evidence_margin: float = _desc("a paper is evidence when its best sentence scores within this of the best "
                                    "paper's (eval: 0.1 keeps the right paper for 99% of single-paper questions "
                                    "with 1.1 papers per prompt; 0.2 gave 1.4)", 0.1)
+    evidence_cover_weight: float = _desc("weight of a paper's share of the question's idf-weighted words (anywhere in "
+                                         "it) beside its best sentence's score when choosing the evidence paper",
+                                         0.4)
     summary_candidates: int = _desc("papers retrieved for a summary (\"which papers ...?\") before each is judged on "
                                     "the topic", 16)
     summary_max_papers: int = _desc("most papers a summary lists (a notice says how many more matched)", 10)

@@ -114,31 +114,31 @@ class SentenceScorer:
 
 
 def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
-                    per_paper: int, margin: float = PAPER_MARGIN, gap: float | None = None) -> list[Evidence]:
-    """Numbered evidence blocks ([1], [2], ...) from the top hits, best paper first.
+                    per_paper: int, margin: float = PAPER_MARGIN,
+                    idf: Callable[[list[str]], dict[str, float]] | None = None,
+                    cover_weight: float = 0.0) -> list[Evidence]:
+    """Numbered evidence blocks ([1], [2], ...) from the top hits, the best paper first.
 
-    A paper is kept when its best sentence is within `margin` of the best paper's. With `gap` (summaries), the
-    kept papers, ranked by that score, are also cut at the widest drop between neighbours when the drop is at
-    least `gap`: "which papers use a contrastive loss?" scores 0.66, 0.65 | 0.47, 0.40, ... and keeps two.
+    A paper's relevance is its best sentence's score plus `cover_weight` times the share of the question's
+    idf-weighted words found anywhere in it: a paper that is about the whole question ("coding agents for a
+    private repository ... cheaper than reinforcement learning") beats one whose single sentence shares two of its
+    words. Papers within `margin` of the best paper's relevance are kept, best first.
     """
     if not hits or max_papers < 1:
         return []
-    scored = scorer.score(question, qvec, hits[: max_papers * 2])
-    ranked: list[tuple[float, Hit, list[tuple[str, float]]]] = []
-    for h in hits[: max_papers * 2]:
+    pool = hits[: max_papers * 2]
+    scored = scorer.score(question, qvec, pool)
+    weights = idf(list(dict.fromkeys(tokens(question)))) if idf is not None and cover_weight else {}
+    ranked: list[tuple[float, int, Hit, list[tuple[str, float]]]] = []
+    for i, h in enumerate(pool):
         sents = scored.get(h.paper.paper_id, [])
         best = max((s for _, s in sents), default=0.0)
-        ranked.append((best, h, sents))
-    # Keep retrieval's order among papers that are close; drop the clearly weaker ones.
-    top = max(b for b, _, _ in ranked)
-    kept = [(b, h, s) for b, h, s in ranked if b >= top - margin][:max_papers]
-    if gap is not None and len(kept) > 1:
-        scores = sorted((b for b, _, _ in kept), reverse=True)
-        widest, i = max((scores[i] - scores[i + 1], i) for i in range(len(scores) - 1))
-        if widest >= gap:
-            kept = [k for k in kept if k[0] >= scores[i]]
+        cover = topic_cover([weights], h.paper.raw + " " + h.paper.title) if weights else 0.0
+        ranked.append((best + cover_weight * cover, i, h, sents))
+    top = max(r[0] for r in ranked)
+    kept = sorted((r for r in ranked if r[0] >= top - margin), key=lambda r: (-r[0], r[1]))[:max_papers]
     blocks: list[Evidence] = []
-    for n, (_, hit, sents) in enumerate(kept, start=1):
+    for n, (_, _, hit, sents) in enumerate(kept, start=1):
         order = sorted(range(len(sents)), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),

@@ -226,8 +226,11 @@ class Assistant:
                                    "ask about a narrower topic or see the Search tab")
                     blocks = blocks[:gen.summary_max_papers]
             else:
+                lexical = self.retriever.lexical
                 blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=gen.evidence_papers,
-                                         per_paper=gen.sentences_per_paper, margin=gen.evidence_margin)
+                                         per_paper=gen.sentences_per_paper, margin=gen.evidence_margin,
+                                         idf=lexical.idf if lexical is not None else None,
+                                         cover_weight=gen.evidence_cover_weight)
                 # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
                 reason = unanswerable_reason(question, [b.hit.paper for b in blocks])
                 if reason:
