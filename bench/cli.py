@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", type=int, nargs="+", default=[38, 10000],
                    help="corpus sizes in papers (38 = the seeds; others are synthetic)")
     p.add_argument("--only", help=f"comma-separated sections: {','.join(SECTIONS)}")
-    p.add_argument("--models", nargs="+", default=["smollm2", "gemma3"], help="'smollm2', 'gemma3' or GGUF paths")
+    p.add_argument("--models", nargs="+", default=["smollm2", "gemma3"],
+                   help="preset names (python -m rag models) or GGUF paths")
     p.add_argument("--repeats", type=int, default=5, help="repeats per figure (the median is reported)")
     p.add_argument("--approx-above", type=int, default=10000,
                    help="sizes above this are built with approximate vectors (default 10000)")

@@ -17,7 +17,7 @@ from typing import Any
 
 from rag.config import Settings
 from rag.embed import Embedder
-from rag.generate import Generator, LlamaGenerator, default_model_path, gemma_model_path, physical_cores, quantized_copy
+from rag.generate import Generator, LlamaGenerator, model_file, physical_cores, quantized_copy
 
 from . import e2e, llm
 
@@ -25,12 +25,8 @@ log = logging.getLogger(__name__)
 
 
 def model_path(name: str, settings: Settings) -> Path:
-    """'smollm2' (the default GGUF), 'gemma3' (assembled once into the models folder) or a path."""
-    if name == "smollm2":
-        return default_model_path()
-    if name == "gemma3":
-        return gemma_model_path(settings.paths.models_dir)
-    return Path(name).expanduser()
+    """A preset name (`python -m rag models`; 'gemma3' = gemma3-270m, installed with `models install`) or a path."""
+    return model_file(name, settings.paths.models_dir)
 
 
 def generation(models: list[str], sweep: bool, repeats: int, settings: Settings, small: Settings,

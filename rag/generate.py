@@ -88,11 +88,6 @@ def default_model_path() -> Path:
     return path
 
 
-def gemma_model_path(models_dir: Path) -> Path:
-    """Gemma 3 270M, installed into `models_dir` by `python -m rag models install gemma3-270m`."""
-    return model_file("gemma3-270m", models_dir)
-
-
 def model_file(name: str, models_dir: Path | None) -> Path:
     """The GGUF that `name` means: "" = the default, a preset name (`python -m rag models`) = its installed file in
     `models_dir` (ModelError saying how to install it if it is not), anything else = a path. A preset name wins
