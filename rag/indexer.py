@@ -110,15 +110,17 @@ def check_unlocked(settings: Settings) -> None:
     catalog_check_unlocked(IndexPaths.of(settings).lock_folder)
 
 
-def open_store(settings: Settings, embedder: Embedder, create: bool = True) -> ChunkStore:
-    """The index's collection. Opened for reading (`create=False`) with a catalog present, it is checked against
-    the catalog first (`check_agrees`): a collection missing papers' chunks is a StoreError naming the fix."""
+def open_store(settings: Settings, embedder: Embedder, create: bool = True,
+               collection: str | None = None) -> ChunkStore:
+    """The index's collection (or `collection`, for a new index whose catalog is not written yet). Opened for
+    reading (`create=False`) with a catalog present, it is checked against the catalog first (`check_agrees`): a
+    collection missing papers' chunks is a StoreError naming the fix."""
     ip = IndexPaths.of(settings)
     c = settings.chunking
     stamp = {"fingerprint": settings.fingerprint(),
              "chunking": f"max_tokens={c.max_tokens}, overlap_sentences={c.overlap_sentences}"}
-    store = ChunkStore(ip.chroma, ip.collection, embedder.name, embedder.dim, url=settings.retrieval.chroma_url,
-                       create=create, stamp=stamp)
+    store = ChunkStore(ip.chroma, collection or ip.collection, embedder.name, embedder.dim,
+                       url=settings.retrieval.chroma_url, create=create, stamp=stamp)
     if not create and ip.catalog.is_file():
         check_agrees(store, ip.catalog)
     return store
@@ -361,10 +363,19 @@ def build_index(
                 collection = ip.base
             drop_collection(ip.chroma, collection, settings.retrieval.chroma_url)
             shutil.rmtree(ip.folder, ignore_errors=True)
+        store = None
+        if not ip.catalog.exists():
+            # A new index: its collection first, then its catalog, made aside with the namespace id and renamed
+            # into place, so whenever the catalog exists so does its collection (a first ingest killed in between
+            # leaves an empty collection no catalog names).
+            namespace = _new_namespace()
+            store = open_store(settings, embedder, collection=f"{ip.base}-{namespace}" if namespace else ip.base)
+            _create_catalog(ip.catalog, namespace)
         catalog = Catalog(ip.catalog)
         try:
-            _ensure_namespace(catalog)
-            store = open_store(settings, embedder)
+            if store is None:
+                _ensure_namespace(catalog)
+                store = open_store(settings, embedder)
             summary.collection = store.name
             run = _Run(settings, embedder, store, catalog, summary, batch_papers, tick)
             found = [(root, path, _source_name(path, root)) for root in roots
@@ -405,11 +416,30 @@ def build_index(
     return summary
 
 
+def _new_namespace() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _create_catalog(path: Path, namespace: str) -> None:
+    """An empty catalog holding its namespace id, written aside and renamed into place (atomic)."""
+    aside = path.with_name(f"{path.name}.new-{os.getpid()}")
+    aside.unlink(missing_ok=True)
+    catalog = Catalog(aside)
+    try:
+        if namespace:
+            catalog.set_meta("namespace", namespace)
+    finally:
+        catalog.close()
+    os.replace(aside, path)
+
+
 def _ensure_namespace(catalog: Catalog) -> None:
-    """Give a new catalog its namespace id (`IndexPaths.collection`); one that holds papers without an id was built
-    before namespaces and keeps its collection's old name."""
+    """An existing catalog without a namespace id: an empty one gets one now; one that holds papers was built
+    before namespaces and keeps its collection's old name (`IndexPaths.collection`)."""
     if catalog.get_meta("namespace") is None and catalog.count() == 0 and not catalog.files():
-        catalog.set_meta("namespace", uuid.uuid4().hex[:12])
+        namespace = _new_namespace()
+        if namespace:
+            catalog.set_meta("namespace", namespace)
 
 
 def check_rebuild(settings: Settings, paths: list[Path] | None, drop_others: bool = False) -> list[Path]:

@@ -132,7 +132,7 @@ def test_an_index_built_before_namespaces_keeps_its_collection_until_rebuilt(tmp
 
     s = _settings(tmp_path, corpus)
     with monkeypatch.context() as m:  # as the code before namespaces built it: no id in the catalog
-        m.setattr(indexer, "_ensure_namespace", lambda catalog: None)
+        m.setattr(indexer, "_new_namespace", lambda: "")
         old = build_index(s, HashEmbedder())
     ip = IndexPaths.of(s)
     assert old.collection == ip.collection == f"chunks-{s.fingerprint()}"
