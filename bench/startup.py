@@ -1,5 +1,6 @@
-"""Start-up as a user waits for it: `ask` as whole-process wall time, and `serve` from launch to its first HTTP 200
-and to its first answer through the `/chat` API (gradio_client, as any client would call it).
+"""Start-up as a user waits for it: `ask` (and `search`, the same without the language model) as whole-process wall
+time, and `serve` from launch to its first HTTP 200 and to its first answer through the `/chat` API (gradio_client,
+as any client would call it).
 
 Each figure is the median of `--repeats` fresh processes, run one after another on an index that already exists
 (`python -m rag ingest --data-dir D` first: `serve` re-checks the seeds, which embeds nothing when they are
@@ -56,15 +57,16 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def ask_once(data_dir: Path, question: str) -> tuple[float, float, dict[str, Any]]:
-    """Seconds from spawning `python -m rag ask --json` to its exit, its CPU seconds, and the answer it printed."""
-    cmd = [sys.executable, "-m", "rag", "ask", question, "--json", "--data-dir", str(data_dir)]
+def ask_once(data_dir: Path, question: str, command: str = "ask") -> tuple[float, float, dict[str, Any]]:
+    """Seconds from spawning `python -m rag ask --json` (or `search`) to its exit, its CPU seconds, and what it
+    printed."""
+    cmd = [sys.executable, "-m", "rag", command, question, "--json", "--data-dir", str(data_dir)]
     cpu = children_cpu_s()
     t = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     seconds = time.perf_counter() - t
     if done.returncode != 0:
-        raise RuntimeError(f"ask exited {done.returncode}: {done.stderr[-2000:]}")
+        raise RuntimeError(f"{command} exited {done.returncode}: {done.stderr[-2000:]}")
     return seconds, children_cpu_s() - cpu, json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -116,10 +118,20 @@ def measure(data_dir: Path, repeats: int, question: str, only: set[str]) -> dict
                            "load_average_before": round(os.getloadavg()[0], 2)}
     if "ask" in only:
         runs = [ask_once(data_dir, question) for _ in range(repeats)]
+        # The answer's own total_ms covers retrieval to the last token; the rest of the wall time is start-up
+        # (interpreter, imports, loading models and index) and exit.
         res["ask"] = {"wall_s": round(median([s for s, _, _ in runs]), 2),
                       "cpu_s": round(median([c for _, c, _ in runs]), 2),
+                      "answer_s": round(median([a["timings"]["total_ms"] / 1000 for _, _, a in runs]), 2),
+                      "outside_answer_s": round(median([s - a["timings"]["total_ms"] / 1000 for s, _, a in runs]), 2),
                       "runs_s": [round(s, 2) for s, _, _ in runs], "mode": runs[-1][2].get("mode"),
                       "command": f"python -m rag ask {shlex.quote(question)} --json --data-dir {data_dir}"}
+    if "search" in only:  # the same start-up without the language model
+        found = [ask_once(data_dir, question, "search") for _ in range(repeats)]
+        res["search"] = {"wall_s": round(median([s for s, _, _ in found]), 2),
+                         "cpu_s": round(median([c for _, c, _ in found]), 2),
+                         "runs_s": [round(s, 2) for s, _, _ in found],
+                         "command": f"python -m rag search {shlex.quote(question)} --json --data-dir {data_dir}"}
     if "serve" in only:
         runs2 = [serve_once(data_dir, question) for _ in range(repeats)]
         res["serve"] = {"first_200_s": round(median([r["first_200_s"] for r in runs2]), 2),
@@ -139,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", type=Path, required=True, help="a data folder with the seeds already ingested")
     p.add_argument("--repeats", type=int, default=5, help="fresh processes per figure (the median is reported)")
     p.add_argument("--question", default=QUESTION)
-    p.add_argument("--only", default="ask,serve", help="ask, serve or both (comma-separated)")
+    p.add_argument("--only", default="ask,search,serve", help="any of ask, search, serve (comma-separated)")
     a = p.parse_args(argv)
     res = measure(a.data_dir.resolve(), a.repeats, a.question, set(a.only.split(",")))
     print(json.dumps(res, indent=1))

@@ -120,7 +120,7 @@ def hf_tokenizer():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("backend", sorted(MIN_COSINE))
 def test_backend_agrees_with_float32(backend: str, reference: tuple[list[str], np.ndarray],
                                      tmp_path: Path, hf_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    from rag.embed import load_embedder
+    from rag.embed import embed_documents, load_embedder
 
     texts, ref = reference
     emb = load_embedder(Embedding(backend=backend), cache_dir=tmp_path)
@@ -136,7 +136,7 @@ def test_backend_agrees_with_float32(backend: str, reference: tuple[list[str], n
     # little with its batch-mates (measured 0.993 for onnx-int8 here), within the same floor as against float32.
     assert float(emb.embed([texts[3]])[0] @ vectors[3]) >= MIN_COSINE[backend]
     # Stored chunks go through `embed_documents`, batched by `ingest_batch_size`: the same texts, same floor.
-    docs = emb.embed_documents(texts)
+    docs = embed_documents(emb, texts)
     assert docs.shape == ref.shape and float((docs * ref).sum(axis=1).min()) >= MIN_COSINE[backend]
 
 
