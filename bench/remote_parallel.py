@@ -10,6 +10,10 @@ Per answer it records the model's first token as the pipeline timed it (`rag.tim
 request entering the pipeline, so waiting for the lock counts) and the client's whole latency; per run, answers per
 minute over the wall time of all clients. Every client asks the same number of questions after one warm-up answer.
 
+Threads: on a machine other jobs load, llama.cpp with as many threads as cores can run 10-40x slower than with one
+(its threads wait for each other at every operation, and a descheduled one stalls the rest: 64 tokens took 17-60 s
+with 2 threads and 1.7 s with 1 on the 2-core box under a load of 10), so `--threads` sets both sides alike.
+
 llama-cpp-python's server decodes one request at a time (it has no parallel slots), so on one machine what the
 remote backend buys is retrieval and answer checking overlapping another answer's generation, not parallel decoding;
 a llama.cpp `llama-server --parallel N` on a GPU box decodes N at once.
@@ -57,7 +61,9 @@ def llama_server(gguf: Path, n_ctx: int, threads: int, log: Path) -> Iterator[st
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-           "--n_batch", "128", "--model_alias", "smollm2"]
+           "--n_batch", "128", "--model_alias", "smollm2",
+           # Its default, True, makes a new request cut off the one streaming: concurrent answers came back empty.
+           "--interrupt_requests", "False"]
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -159,12 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--answers", type=int, default=16, help="answers per run, shared among the clients")
     p.add_argument("--parallel", type=int, nargs="+", default=[1, 4], help="generation.remote_parallel values")
     p.add_argument("--no-local", action="store_true", help="skip the in-process baseline")
+    p.add_argument("--threads", type=int, default=0,
+                   help="llama.cpp threads, in the app (local) and the server alike (0 = generation.n_threads)")
     p.add_argument("--data-dir", type=Path, default=Path(".rag/bench/remote-parallel"))
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    settings = load(flags={"paths.data_dir": args.data_dir}, env={})
+    settings = load(flags={"paths.data_dir": args.data_dir, "generation.n_threads": args.threads or None}, env={})
     command = "flock /tmp/heavy.lock .venv/bin/python -m bench.remote_parallel " + shlex.join(argv or sys.argv[1:])
     info = machine()
     print(f"# {command}\n# cpu: {info['cpu']}, {info['usable_cores']} usable cores, load {info['load_average_1m']}",

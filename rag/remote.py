@@ -1,7 +1,10 @@
 """A generator backed by an OpenAI-compatible server (the only module that imports an HTTP client, httpx).
 
 Serve a bigger GGUF on a GPU box and point the assistant at it:
-    gpu-box$ python -m llama_cpp.server --model big.gguf --n_gpu_layers -1 --n_ctx 8192 --host 0.0.0.0 --port 8000
+    gpu-box$ python -m llama_cpp.server --model big.gguf --n_gpu_layers -1 --n_ctx 8192 --interrupt_requests False \
+                 --host 0.0.0.0 --port 8000
+(`--interrupt_requests False`: by default llama-cpp-python's server cuts off the answer it is streaming when
+another request arrives, so concurrent answers come back empty or truncated; with it they wait their turn.)
     laptop$  RAG_GENERATION_REMOTE_URL=http://gpu-box:8000 python -m rag serve
 The answer streams over server-sent events from `POST /v1/chat/completions` (`"stream": true`), one
 `data: {json}` line per piece and `data: [DONE]` at the end; only the text deltas leave this module.
