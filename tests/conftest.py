@@ -187,12 +187,15 @@ def server_process(cmd: list[str], ready_url: str, log: Path, timeout: float) ->
 
 
 @contextlib.contextmanager
-def running_app(seeded: Settings, max_tokens: int) -> Iterator[tuple[str, Any, Settings]]:
+def running_app(seeded: Settings, max_tokens: int,
+                queue_size: int | None = None) -> Iterator[tuple[str, Any, Settings]]:
     """(url, the app's Assistant, settings): the real app on a free 127.0.0.1 port over the seeded index."""
     import ui.app as U
     from rag.pipeline import Assistant, ingest
 
     settings = replace(seeded, generation=replace(seeded.generation, max_tokens=max_tokens))
+    if queue_size is not None:
+        settings = replace(settings, ui=replace(settings.ui, queue_size=queue_size))
     ingest(settings)  # idempotent: a no-op on the seeded index, a full ingest if run on its own
     assistant = Assistant(settings)
     assistant.warm()

@@ -47,8 +47,9 @@ SEARCH_QUERIES = [f"{topic} {n}" for n in range(10) for topic in
 
 @pytest.fixture(scope="module")
 def served(seeded: Settings) -> Iterator[tuple[str, Any, Settings]]:
-    """(url, the app's Assistant, settings): the app over the session's seeded index, answers capped at 48 tokens."""
-    with running_app(seeded, max_tokens=48) as served_app:
+    """(url, the app's Assistant, settings): the app over the session's seeded index, answers capped at 48 tokens,
+    its queue long enough for the load test's requests all at once (past it a request is refused as busy)."""
+    with running_app(seeded, max_tokens=48, queue_size=len(CHAT_QUESTIONS) + len(SEARCH_QUERIES)) as served_app:
         yield served_app
 
 
