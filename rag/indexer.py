@@ -355,14 +355,14 @@ def build_index(
     roots = [Path(p) for p in (paths or [settings.paths.seeds_dir])]
     summary = IngestSummary()
     with writer_lock(ip.lock_folder):
+        retired: Path | None = None
         if rebuild:
             roots = check_rebuild(settings, [Path(p) for p in paths] if paths else None, drop_others)
-            try:
-                collection = ip.collection
-            except StoreError:  # a damaged catalog: its namespace is lost with it (that collection stays behind)
-                collection = ip.base
-            drop_collection(ip.chroma, collection, settings.retrieval.chroma_url)
-            shutil.rmtree(ip.folder, ignore_errors=True)
+            # The old index is set aside, not deleted: a reader that has it loaded (the app) keeps answering from
+            # it until the new one is published, then follows (`index_generation`). The next ingest collects it.
+            if ip.folder.exists():
+                retired = ip.folder.with_name(f"{ip.folder.name}.retired-{time.time_ns()}")
+                ip.folder.rename(retired)
         store = None
         if not ip.catalog.exists():
             # A new index: its collection first, then its catalog, made aside with the namespace id and renamed
@@ -412,8 +412,25 @@ def build_index(
             catalog.set_meta("chunks", str(summary.chunks))  # what `check_agrees` compares first
         finally:
             catalog.close()
+        _collect_retired(ip, settings.retrieval.chroma_url, keep=retired)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _collect_retired(ip: IndexPaths, url: str, keep: Path | None) -> None:
+    """Delete indexes set aside by earlier rebuilds (their collection and folder), but `keep`, the one this run set
+    aside: readers switch to a new index between questions, so by the next ingest none uses the old one."""
+    for old in sorted(ip.folder.parent.glob(f"{ip.folder.name}.retired-*")):
+        if old == keep or not old.is_dir():
+            continue
+        try:
+            namespace = read_meta(old / "catalog.sqlite", "namespace")
+        except StoreError:  # damaged: its collection cannot be named, the folder still goes
+            namespace = None
+        else:
+            drop_collection(ip.chroma, f"{ip.base}-{namespace}" if namespace else ip.base, url)
+        shutil.rmtree(old, ignore_errors=True)
+        log.info("collected %s and its collection", old.name)
 
 
 def _new_namespace() -> str:

@@ -184,3 +184,43 @@ def test_the_app_follows_a_finished_ingest_between_questions(tmp_path: Path, cor
     assert "Zebra stripes in thermal imaging" in h.search(question, 5, [])
     assert assistant.retriever is not loaded and h.catalog is assistant.catalog
     assert [r[0] for r in h.library_rows(U.ALL_SOURCES, False, "zebra")] == ["Zebra stripes in thermal imaging"]
+
+
+def test_a_rebuild_while_serving_never_leaves_the_app_without_an_index(tmp_path: Path, corpus: Path) -> None:
+    """`ingest --rebuild` sets the old index aside instead of deleting it: the app answers from it during the
+    rebuild, follows the new one when it is published, and the next ingest collects the old one."""
+    from conftest import make_settings
+    from fakes import HashEmbedder, ScriptedGenerator
+
+    from rag.indexer import IndexPaths, build_index
+    from rag.pipeline import Assistant
+    from rag.store import ChunkStore
+
+    s = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus})
+    first = build_index(s, HashEmbedder())
+    assistant = Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator())
+    h = U.Handlers(assistant, s)
+    question = "How much does PrivGate reduce privacy leakage?"
+    assert "PrivGate" in h.search(question, 5, [])
+    loaded = assistant.retriever
+    during: list[str] = []
+
+    class Midway(HashEmbedder):
+        def embed(self, texts: list[str]) -> Any:
+            if not during:  # the rebuild is under way: its new catalog holds nothing yet
+                during.append(h.search(question, 5, []))
+            return super().embed(texts)
+
+    rebuilt = build_index(s, Midway(), rebuild=True)
+    assert during and "PrivGate" in during[0] and 'class="error"' not in during[0]  # the old index answered
+    assert assistant.retriever is loaded  # not reloaded while no new index was published
+    assert rebuilt.collection != first.collection and rebuilt.papers == first.papers
+    retired = list(s.paths.data_dir.glob("index-*.retired-*"))
+    assert len(retired) == 1
+    ChunkStore(IndexPaths.of(s).chroma, first.collection, "fake-hash", 256, create=False)  # kept for readers
+    assert "PrivGate" in h.search(question, 5, [])
+    assert assistant.retriever is not loaded and assistant.retriever.store.name == rebuilt.collection
+    build_index(s, HashEmbedder())  # the next ingest collects the old index
+    assert not retired[0].exists()
+    with pytest.raises(Exception, match="no index"):
+        ChunkStore(IndexPaths.of(s).chroma, first.collection, "fake-hash", 256, create=False)

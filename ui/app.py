@@ -179,8 +179,8 @@ class Handlers:
         catalog). Under the compute lock, so no retrieval is in progress; an answer already generating keeps what
         it retrieved."""
         generation = self._generation()
-        if generation == self.generation:
-            return
+        if generation is None or generation == self.generation:
+            return  # None: no index published right now (a rebuild under way): keep answering from the loaded one
         with self.assistant.compute:
             self.assistant.reload_index()
             self.catalog = self.assistant.catalog
