@@ -11,7 +11,7 @@ request entering the pipeline, so waiting for the lock counts) and the client's 
 minute over the wall time of all clients. Every client asks the same number of questions after one warm-up answer.
 
 Threads: on a machine other jobs load, llama.cpp with as many threads as cores can run 10-40x slower than with one
-(its threads wait for each other at every operation, and a descheduled one stalls the rest: 64 tokens took 17-60 s
+(its threads wait for each other at every operation, and a descheduled one stalls the rest: 64 tokens took 17-68 s
 with 2 threads and 1.7 s with 1 on the 2-core box under a load of 10), so `--threads` sets both sides alike.
 
 llama-cpp-python's server decodes one request at a time (it has no parallel slots), so on one machine what the
