@@ -7,6 +7,7 @@ on the seeded index with the real default model and asks it plain, streamed and 
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -273,3 +274,28 @@ def test_rag_serve_answers_the_openai_client(seeded: Settings, tmp_path: Path,
         assert "15.9" in follow.choices[0].message.content
         assert [c["paper_id"] for c in follow.choices[0].message.citations] == [PRIVGATE]
         assert httpx.get(ready).status_code == 200  # the UI on the same port
+
+
+def test_the_api_follows_a_finished_ingest(tmp_path: Path, corpus: Path) -> None:
+    """An ingest after the server started (here in-process, as another process would) publishes a new index; the
+    API's next answer reloads it and cites the new paper, without a restart."""
+    # BM25 only: its index is a file rebuilt by the ingest, so a server that did not reload could not find the paper
+    # (the dense side reads the live collection either way).
+    settings = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus, "retrieval.mode": "bm25"})
+    embedder = HashEmbedder()
+    build_index(settings, embedder)
+    s = Server(settings, embedder)
+    try:
+        question = "What do zebra stripes look like in thermal imaging?"
+        reply = "Zebra stripes differ in temperature under thermal cameras [1]."
+        before = _ask(s, reply, messages=[{"role": "user", "content": question}])
+        assert "Zebra" not in json.dumps(before.choices[0].message.citations)
+        (corpus / "new.jsonl").write_text(json.dumps({
+            "title": "Zebra stripes in thermal imaging",
+            "abstract": "We study zebra stripes in thermal imaging: black stripes are up to 10 degrees warmer than "
+                        "white stripes under thermal cameras."}) + "\n")
+        build_index(settings, embedder)
+        after = _ask(s, reply, messages=[{"role": "user", "content": question}])
+        assert [c["title"] for c in after.choices[0].message.citations] == ["Zebra stripes in thermal imaging"]
+    finally:
+        s.served.close()

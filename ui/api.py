@@ -31,7 +31,8 @@ never carry paths or tracebacks (those go to the log).
 
 Concurrency: each admitted answer runs `Assistant.stream` in a worker thread of its own (the pipeline takes the
 compute lock itself and releases it in the thread that took it); the event loop only awaits the result, so the UI
-stays responsive while answers queue for the model. A client that disconnects stops its generation.
+stays responsive while answers queue for the model. A client that disconnects stops its generation. Before each
+answer, an index an ingest has published since is reloaded (IndexFollower), so the API sees new papers too.
 This module does not build the UI (ui/app.py) or decide how answers are made (rag/pipeline.py).
 """
 
@@ -56,8 +57,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from rag.config import Settings
 from rag.generate import Message
+from rag.indexer import index_generation
 from rag.pipeline import Assistant
-from rag.records import Answer, ConfigError, ModelError, StoreError
+from rag.records import Answer, ConfigError, ModelError, RagError, StoreError
 from rag.retrieve import Filters
 
 log = logging.getLogger(__name__)
@@ -253,8 +255,37 @@ class Outcome:
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:24]}")
 
 
-def _run(assistant: Assistant, req: ChatRequest, top_k: int, stop: threading.Event) -> Outcome | None:
+class IndexFollower:
+    """Between answers: when an ingest has published a new index since, reload it, as the UI's handlers do (each
+    keeps its own mark, so after an ingest the UI reloads once more: one extra reopen, no shared state)."""
+
+    def __init__(self, assistant: Assistant, settings: Settings) -> None:
+        self.assistant, self.settings = assistant, settings
+        self.lock = threading.Lock()
+        self.seen = self._generation()
+
+    def _generation(self) -> str | None:
+        try:
+            return index_generation(self.settings)
+        except RagError:  # a damaged catalog: the answer that follows says so
+            return None
+
+    def __call__(self) -> None:
+        with self.lock:
+            generation = self._generation()
+            if generation is None or generation == self.seen:
+                return  # None: nothing published right now (a rebuild under way): keep the loaded index
+            with self.assistant.compute:  # no retrieval in progress; an answer generating keeps what it retrieved
+                self.assistant.reload_index()
+            log.info("index changed (generation %s): reloaded for the API", generation)
+            self.seen = generation
+
+
+def _run(assistant: Assistant, req: ChatRequest, top_k: int, stop: threading.Event,
+         follow: IndexFollower | None = None) -> Outcome | None:
     """Drive `assistant.stream` from start to end in this one thread; None when the client went away."""
+    if follow is not None:
+        follow()
     events: Iterator[str | Answer] = assistant.stream(req.question, req.history, req.filters, top_k,
                                                       req.temperature, req.max_tokens)
     pieces = 0
@@ -337,6 +368,7 @@ def create_api(assistant: Assistant, settings: Settings) -> FastAPI:
     pool = concurrent.futures.ThreadPoolExecutor(settings.ui.api_max_pending, thread_name_prefix="api-answer")
     app.state.admitted = 0  # answers admitted and not finished; touched on the event loop only
     token = settings.ui.api_token
+    follow = IndexFollower(assistant, settings)
 
     def check_auth(request: Request) -> None:
         if not token:
@@ -354,7 +386,7 @@ def create_api(assistant: Assistant, settings: Settings) -> FastAPI:
         stop = threading.Event()
         try:
             loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(pool, _run, assistant, req, settings.retrieval.top_k, stop)
+            future = loop.run_in_executor(pool, _run, assistant, req, settings.retrieval.top_k, stop, follow)
             while True:
                 done, _ = await asyncio.wait({future}, timeout=0.5)
                 if done:
