@@ -31,7 +31,7 @@ import gradio as gr  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.indexer import index_generation  # noqa: E402
 from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in warm(), not at import)
-from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError  # noqa: E402
+from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError, StoreLockedError  # noqa: E402
 from rag.retrieve import Filters  # noqa: E402
 
 from . import access, api, evaluation  # noqa: E402
@@ -489,10 +489,18 @@ def serve(settings: Settings) -> None:
     """Ingest the seeds if needed, load and warm the models, then serve until interrupted."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     access.check_access(settings.ui)  # an exposed app without a login stops here, before any ingest or model load
-    summary = ingest(settings)  # idempotent: unchanged files are skipped without embedding
-    for note in summary.notes:  # e.g. papers whose chunks were missing from the collection, embedded again
-        log.warning("index: %s", note)
-    log.info("index ready: %d papers, %d chunks", summary.papers, summary.chunks)
+    try:
+        summary = ingest(settings)  # idempotent: unchanged files are skipped without embedding
+    except StoreLockedError:
+        # Another process holds the writer lock: a replica starting at the same time, or an ingest job. With an
+        # index already published this one serves it as a reader and follows the next one the writer publishes.
+        if index_generation(settings) is None:
+            raise
+        log.warning("the index is being written by another process; serving the published one meanwhile")
+    else:
+        for note in summary.notes:  # e.g. papers whose chunks were missing from the collection, embedded again
+            log.warning("index: %s", note)
+        log.info("index ready: %d papers, %d chunks", summary.papers, summary.chunks)
     assistant = Assistant(settings)
     assistant.warm()
     launch(build_app(assistant, settings), settings, assistant=assistant)
