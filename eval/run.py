@@ -171,7 +171,9 @@ def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
                  for h in ans.hits],
         "metrics": {"fact_hit": hit, "correct": correct, "citation_precision": precision,
                     "first_sentence_hit": M.fact_hit(first, facts),
-                    "own_words_hit": M.fact_hit(M.own_words(ans.text, ans.mode), facts),
+                    # The model's own shown sentences (evidence sentences the answer adds are not its words).
+                    "own_words_hit": M.fact_hit(" ".join(c.sentence for c in ans.checks if c.supported)
+                                                if ans.mode == "generated" else "", facts),
                     "words": None if ans.abstained else M.word_count(ans.text),
                     "quoted": None if ans.abstained else M.is_quoted(ans.text, ans.mode),
                     "citation_recall": recall, "outside": M.outside_retrieved(cited, [h.paper.paper_id
@@ -313,7 +315,7 @@ def model_stamp(settings: Settings) -> dict[str, Any]:
     from rag.records import RagError
 
     try:
-        path = resolve_model(settings.generation)
+        path = resolve_model(settings.generation, settings.paths.data_dir)
         st = path.stat()
         return {"model": path.name, "model_sha256": _sha16(str(path), st.st_size, st.st_mtime_ns),
                 "model_path": str(path)}

@@ -25,7 +25,7 @@ from .support import MARKER, numbers_in
 from .text import tokens
 
 MAX_SENTENCES = 3
-LONG_SENTENCE_WORDS = 30  # a fallback sentence longer than this is cut to the clause holding the answer
+LONG_SENTENCE_WORDS = 45  # a fallback sentence longer than this is cut to the clause holding the answer
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
                       r"in addition|specifically|notably|overall|finally|however|as a result)\b[,\s]*", re.IGNORECASE)
@@ -114,16 +114,32 @@ def title_of(blocks: list[Evidence], n: int) -> str:
     return sanitize_source(next(b.hit.paper.title for b in blocks if b.n == n)).rstrip(" .")
 
 
+def second_sentence(blocks: list[Evidence], n: int, shown: str) -> str:
+    """The next best evidence sentence of paper n that states something the answer does not (a number or name it
+    lacks, or most of its words), cited; "" when there is none. The answer's own first sentence may miss the
+    fact that the second-best sentence holds."""
+    have = set(tokens(shown))
+    for _, m, s in _ranked(blocks):
+        if m != n or s.strip() in shown:
+            continue
+        words = set(tokens(s))
+        if words and len(words - have) / len(words) >= 0.5:
+            return _cite(_capital(sanitize_source(s)), n)
+    return ""
+
+
 def fallback(blocks: list[Evidence], intent: Intent, raw: str = "") -> str:
-    """One evidence sentence (or its clause) with its citation; a which-paper question names the paper first."""
+    """The evidence sentence (or its clause) that best holds the answer, then the next one that adds to it, cited;
+    a which-paper question names the paper first."""
     picked = best_sentence(blocks, intent, raw)
     if picked is None:
         return ""
     n, s = picked
     text = _cite(clause(s, intent, set(numbers_in(raw))), n)
+    more = second_sentence(blocks, n, text)
     if intent.which:
         return f"{_cite(title_of(blocks, n), n)} {text}"
-    return text
+    return f"{text} {more}".strip()
 
 
 def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Intent,
@@ -137,6 +153,11 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     kept = [kept[first]] + kept[:first] + kept[first + 1:]
     kept = kept[:MAX_SENTENCES]
     text = " ".join(s.strip() for s, _ in kept)
+    if len(kept) == 1 and not (intent.wants == "number" and answers_asked(intent, text)):
+        # One short model sentence: the best evidence sentence that adds to it follows, so a fact the model
+        # phrased away is still in the answer.
+        if kept[0][1].cites:
+            text = f"{text} {second_sentence(blocks, kept[0][1].cites[0], text)}".strip()
     if intent.which:
         cited = [n for c in (c for _, c in kept) for n in c.cites]
         if cited:

@@ -9,6 +9,7 @@ runs under one lock: on two cores, running both at once made query embedding ~10
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -282,6 +283,9 @@ class Assistant:
         """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
         checked against its source; when none survives, the one evidence clause that holds what was asked."""
         valid = {b.n for b in blocks}
+        # A small model's preamble ("The answer is:", "Answer:") is not part of the answer.
+        raw = re.sub(r"^\s*(the )?(final )?answer( to (this|the) question)? ?(is)?\s*[:,-]?\s*", "", raw,
+                     flags=re.IGNORECASE)
         text, dropped = A.parse_markers(raw, valid)
         strong = best_sentence_score(blocks) >= self.settings.retrieval.min_similarity + 0.15
         if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not intent.summary:

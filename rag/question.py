@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SUMMARY = re.compile(r"\b(summari[sz]e|overview|survey|list (the |all )?(papers|work)|which papers|what papers|"
-                     r"what work|papers (on|about|that)|work on|research on|which (studies|works|articles))\b",
-                     re.IGNORECASE)
+# Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
+SUMMARY = re.compile(r"^\s*(please\s+)?(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
+                     r"(which|what) (papers|studies|works|articles|research)\b|what work|(are there|is there) (any )?"
+                     r"(papers|work|research) (on|about)|papers (on|about))", re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
 WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)",
                    re.IGNORECASE)

@@ -28,7 +28,8 @@ NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Words that carry no content of their own in an answer sentence ("The paper shows that ...").
 _FILLER = frozenset("approach approaches method methods framework model models propose proposes proposed introduce "
                     "introduces introduced present presents presented results result authors author achieve achieves "
-                    "achieved reported reports report find finds found new novel one two main key".split())
+                    "achieved reported reports report find finds found new novel one ones two main key answer named "
+                    "called used uses use paper papers".split())
 
 
 @dataclass(frozen=True)
