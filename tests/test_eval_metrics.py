@@ -161,7 +161,9 @@ def test_retrieval_metrics_edges() -> None:
 
 def test_qa_file_loads_and_limit_is_round_robin() -> None:
     qs = load_qa()
-    assert len(qs) == 181 and len({q.id for q in qs}) == 181
+    assert len(qs) >= 181 and len({q.id for q in qs}) == len(qs)
+    dev, test = load_qa(split="dev"), load_qa(split="test")
+    assert len(dev) + len(test) == len(qs) and not {q.id for q in dev} & {q.id for q in test}
     assert all(q.history for q in qs if q.kind == "followup")
     assert not any("txt#" in m["content"] for q in qs for m in q.history)  # history cites [n], as the app does
     few = load_qa(limit=10)
@@ -299,3 +301,15 @@ def test_query_cache_embeds_each_query_once() -> None:
     cache.embed(["q"])
     cache.embed(["a", "b"])  # batches (documents, sentences) are never cached
     assert inner.calls == 2 and cache.name == "c" and cache.dim == 2 and cache.count_tokens("a b") == 2
+
+
+def test_what_the_user_reads_first() -> None:
+    assert M.first_sentence("By 7.08 points [1]. It also uses a 5x smaller embedding [1].") == "By 7.08 points [1]."
+    assert M.first_sentence("- SOLAR [1]: a retriever.\n- PrivGate [2]: a gate.") == "SOLAR [1]: a retriever."
+    assert M.word_count("By 7.08 points [1].") == 3
+    assert M.is_quoted("Quoted: “PrivGate achieves 62.6%” [1]", "generated")
+    assert M.is_quoted("PrivGate achieves 62.6% [1].", "extractive")
+    assert not M.is_quoted("PrivGate achieves 62.6% [1].", "generated")
+    assert M.own_words("It works [1]. “a 62.6% cut in leakage” [1]", "generated").count("62.6") == 0
+    assert M.own_words("anything", "extractive") == ""
+    assert M.median([3, None, 1, 2]) == 2.0 and M.median([]) is None
