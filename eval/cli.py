@@ -172,6 +172,7 @@ def make_baseline(retrieval_run: dict[str, Any], subset_run: dict[str, Any] | No
             "abstention_recall": r4(a["abstention"]["recall"]),
             "false_abstention": r4(a["abstention"]["false_abstention"]),
             "fact_accuracy": r4(a["fact_accuracy"]), "score": r4(a["score"]),
+            "first_sentence_accuracy": r4(a.get("first_sentence_accuracy")),
             "citation_precision": r4(a["citation_precision"]), "citation_recall": r4(a["citation_recall"]),
             "outside_citations": a["outside_citations"],
         }

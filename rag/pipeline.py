@@ -231,7 +231,8 @@ class Assistant:
                 blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=gen.evidence_papers,
                                          per_paper=gen.sentences_per_paper, margin=gen.evidence_margin,
                                          idf=lexical.idf if lexical is not None else None,
-                                         cover_weight=gen.evidence_cover_weight)
+                                         cover_weight=gen.evidence_cover_weight,
+                                         focus_weight=gen.evidence_focus_weight)
                 # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
                 reason = unanswerable_reason(question, [b.hit.paper for b in blocks])
                 if reason:

@@ -20,6 +20,7 @@ from rag.config import Settings, load
 
 BASELINE = Path(__file__).resolve().parent.parent / "eval" / "baseline" / "summary.json"
 RECALL_SLACK = 0.02  # hybrid Recall@5 may drop this much below the baseline before the gate fails
+ANSWER_SLACK = 0.05  # the full-subset answer metrics (23 questions: one question is ~0.04-0.09)
 
 pytestmark = pytest.mark.slow
 
@@ -75,6 +76,10 @@ def test_full_eval_on_subset(indexed: Settings, baseline: dict[str, Any], tmp_pa
     assert len(summary["counts"]) == 5  # every kind is represented
     assert answers["outside_citations"] == 0  # a citation always points at a retrieved paper
     assert answers["abstention"]["recall"] >= subset["abstention_recall"]
+    # What the user reads first, and whether what is cited is right, may not fall below the baseline's run.
+    assert answers["first_sentence_accuracy"] >= subset["first_sentence_accuracy"] - ANSWER_SLACK
+    assert answers["citation_precision"] >= subset["citation_precision"] - ANSWER_SLACK
+    assert answers["citation_recall"] >= subset["citation_recall"] - ANSWER_SLACK
     # the report files exist and parse
     records = [json.loads(x) for x in (out / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sorted(r["id"] for r in records) == sorted(subset["ids"])
