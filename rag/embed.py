@@ -26,7 +26,6 @@ import logging
 import os
 import threading
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -116,19 +115,6 @@ def _by_length(texts: list[str], batch: int) -> list[list[int]]:
     return [order[start : start + batch] for start in range(0, len(order), batch)]
 
 
-def token_batches(feeds: dict[str, np.ndarray], batch: int) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """(row indices, feeds) batches of texts tokenized once together (right-padded to the longest), longest first
-    by token count, each cut to its own longest text: the same ids and masks as tokenizing the batch alone.
-    Sorting by tokens rather than characters pads less: on the 1,000-paper synthetic corpus, in the indexer's
-    64-paper calls with batches of 8, 1.4% padded positions instead of 10.3%."""
-    lengths = feeds["attention_mask"].sum(axis=1)
-    order = np.argsort(-lengths, kind="stable")
-    for start in range(0, len(order), batch):
-        idx = order[start : start + batch]
-        width = int(lengths[idx].max())
-        yield idx, {name: values[idx, :width] for name, values in feeds.items()}
-
-
 def _normalised(vectors: np.ndarray) -> np.ndarray:
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return vectors
@@ -156,9 +142,7 @@ class WordPieces:
         pad_id = self._batch.token_to_id(pad)
         if pad_id is None:
             raise ConfigError(f"embedding.model: {file}: pad token {pad!r} is not in the vocabulary")
-        if config.get("padding_side", "right") != "right":  # `token_batches` cuts padding off the right
-            raise ConfigError(f"embedding.model: {path}: only right padding is supported")
-        self._batch.enable_padding(direction="right", pad_id=pad_id, pad_token=pad)
+        self._batch.enable_padding(direction=str(config.get("padding_side", "right")), pad_id=pad_id, pad_token=pad)
 
     def batch(self, texts: list[str]) -> dict[str, np.ndarray]:
         """input_ids, attention_mask and token_type_ids, int64, padded to the batch's longest text."""
@@ -219,16 +203,12 @@ class OnnxEmbedder:
         return self._embed(texts, self._batch)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        """`embed` for chunks being stored, in batches of `ingest_batch_size` (onnx-int8: 120 chunks/s at 8, 105-111
-        at 32) grouped by token count rather than characters (`token_batches`). Questions and evidence sentences
-        keep `embed`'s batches, since int8 activations are quantized per batch and the answer rules were
-        calibrated on those scores."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if texts:
-            with self._lock:
-                for idx, feeds in token_batches(self._tokens.batch(texts), self._ingest_batch):
-                    out[idx] = self._onnx.run(feeds)
-        return _normalised(out)
+        """`embed` for chunks being stored, in batches of `ingest_batch_size`: smaller batches pad less and stay in
+        cache (onnx-int8: 120 chunks/s at 8, 105-111 at 32). Questions and evidence sentences keep `batch_size`,
+        since int8 activations are quantized per batch and the answer rules were calibrated on those scores.
+        Batches stay formed by characters: by token count they pad less (1.4% instead of 10.3%) but moved
+        retrieval on the eval (bench/RESULTS.md, issue #15), so that was not adopted."""
+        return self._embed(texts, self._ingest_batch)
 
     def _embed(self, texts: list[str], batch: int) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

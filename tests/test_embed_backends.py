@@ -192,32 +192,15 @@ def test_onnx_embedder_gives_the_transformers_path_vectors(backend: str,
         old[idx] = emb._onnx.run(dict(feeds))
     old /= np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-12)
     assert np.array_equal(emb.embed(texts), old)
-    # Stored chunks are batched by token count: other batch-mates and padding, so float32 moves by rounding only;
-    # int8 (activations quantized per batch) moves within the floor it keeps against float32 torch.
+    # Stored chunks: the same path in batches of ingest_batch_size, so as the transformers path gave them.
     chunks = texts[: -len(ODD_TEXTS)]
-    docs = emb.embed_documents(chunks)
-    cosine = (docs * old[: len(chunks)]).sum(axis=1)
-    assert cosine.min() >= (0.99999 if backend == "onnx" else MIN_COSINE[backend]), float(cosine.min())
-
-
-def test_token_batches_give_each_batch_its_own_tokenization() -> None:
-    """Stored chunks are tokenized once together and cut per batch: the same ids, masks and type ids as tokenizing
-    each batch alone, every text once, batches longest first (real tokenizer.json; no model runs)."""
-    from rag.embed import WordPieces, model_dir, token_batches
-
-    tokens = WordPieces(model_dir(Embedding().model), 256)
-    texts = _chunk_texts(200) + ODD_TEXTS
-    seen: list[int] = []
-    widths = []
-    for idx, feeds in token_batches(tokens.batch(texts), 8):
-        alone = tokens.batch([texts[i] for i in idx])
-        assert set(feeds) == set(alone)
-        for name in feeds:
-            assert np.array_equal(feeds[name], alone[name]), name
-        seen += idx.tolist()
-        widths.append(feeds["input_ids"].shape[1])
-    assert sorted(seen) == list(range(len(texts)))
-    assert widths == sorted(widths, reverse=True) and widths[0] == 256  # the over-long odd texts, truncated
+    old_docs = np.zeros((len(chunks), emb.dim), dtype=np.float32)
+    for idx in _by_length(chunks, Embedding().ingest_batch_size):
+        feeds = hf_tokenizer([chunks[i] for i in idx], padding=True, truncation=True, max_length=emb.max_tokens,
+                             return_tensors="np")
+        old_docs[idx] = emb._onnx.run(dict(feeds))
+    old_docs /= np.maximum(np.linalg.norm(old_docs, axis=1, keepdims=True), 1e-12)
+    assert np.array_equal(emb.embed_documents(chunks), old_docs)
 
 
 TINY_EXPORT = """
