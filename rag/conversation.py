@@ -73,5 +73,7 @@ def resolve(question: str, intent: Q.Intent, history: Sequence[Message],
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
+    if intent.described:  # "the few-shot one": any of them; the evidence choice picks the one described
+        return Focus(question, tuple(cited))
     picked = [cited[i] for i in Q.pointed_at(question, len(cited))]
     return Focus(question, tuple(picked))

@@ -187,7 +187,7 @@ class Assistant:
             searched, pinned = self._focus(question, intent, history)
             if pinned:  # "it", "the second one", "compare them": the papers the previous answer cited
                 filters = replace(filters or Filters(), paper_ids=frozenset(pinned))
-                if len(pinned) > 1:
+                if len(pinned) > 1 and not intent.described:  # "compare them", "the first two"
                     intent = replace(intent, kind="summary")
             summary = intent.summary
             top_k = max(top_k or self.settings.retrieval.top_k, gen.summary_candidates if summary else 0)

@@ -16,14 +16,16 @@ import re
 from dataclasses import dataclass
 
 # Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
-SUMMARY = re.compile(r"^\s*(please\s+)?(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
+SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
+                     r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
                      r"(which|what) (papers|studies|works|articles|research)\b|what work|(are there|is there) (any )?"
                      r"(papers|work|research) (on|about)|papers (on|about))", re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
 WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)",
                    re.IGNORECASE)
 WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|small)|by how|(what|which) (percentage|"
-                          r"fraction|proportion|share|number|ratio|rate|factor|margin|size|accuracy|speedup)|"
+                          r"fraction|proportion|share|number|ratio|rate|factor|margin|size|accuracy|speed-?up|"
+                          r"improvement|gain|reduction|increase)|"
                           r"by what|what (is|was) the (size|number|count))\b", re.IGNORECASE)
 WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat)", re.IGNORECASE)
 WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
@@ -42,6 +44,9 @@ _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4}
 _ORDINAL = re.compile(r"\b(?:the )?(first|second|third|fourth|fifth|last)(?: (one|paper|work|method|approach))?\b",
                       re.IGNORECASE)
 _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNORECASE)
+# "the few-shot one", "the database paper": an earlier paper named by what it is about (not "the second one").
+_DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
+                        r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b", re.IGNORECASE)
 _COUNTS = {"two": 2, "three": 3, "2": 2, "3": 3}
 
 
@@ -51,6 +56,7 @@ class Intent:
     kind: str  # "summary", "which" or "factoid"
     wants: str  # "number", "expansion", "name", "yesno" or ""
     refers_back: bool  # "it", "its", "that paper", "the second one", "compare them" ...
+    described: bool  # names an earlier paper by what it is about: "the few-shot one", "the clinical paper"
     continues: bool  # opens like a continuation ("and ...", "what about ...")
 
     @property
@@ -80,8 +86,9 @@ def read(question: str) -> Intent:
         wants = "yesno"
     else:
         wants = ""
-    return Intent(text=question, kind=kind, wants=wants, refers_back=bool(_BACK.search(question)),
-                  continues=bool(_CONTINUES.search(question)))
+    described = bool(_DESCRIBED.search(question))
+    return Intent(text=question, kind=kind, wants=wants, refers_back=bool(_BACK.search(question)) or described,
+                  described=described, continues=bool(_CONTINUES.search(question)))
 
 
 def pointed_at(question: str, count: int) -> list[int]:

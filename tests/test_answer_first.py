@@ -134,6 +134,11 @@ def test_question_reading() -> None:
     assert Q.pointed_at("How do they differ?", 3) == [0, 1, 2]
     assert Q.pointed_at("What are its limitations?", 3) == [0]
     assert Q.pointed_at("And the last one?", 3) == [2]
+    assert Q.read("And which papers work on graph neural networks?").kind == "summary"
+    assert Q.read("In the work on RL that erases data, which setting is used?").kind != "summary"
+    assert Q.read("Which datasets does the few-shot one use?").described
+    assert not Q.read("What about the second one?").described
+    assert Q.read("And what speed-up does it report?").wants == "number"
 
 
 def test_inside_a_paper_the_sentence_with_what_was_asked_outranks_the_subject() -> None:
