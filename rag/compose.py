@@ -146,7 +146,9 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
             raw: str) -> tuple[str, str, list[SentenceCheck]]:
     """(text, mode, the checks of the sentences shown) for a single-answer question."""
     kept = [(s, c) for s, c in zip(sentences, checks) if c.supported]
-    holding = [i for i, (s, _) in enumerate(kept) if answers_asked(intent, s)]
+    # The first sentence is the model's only when one sentence of the paper states it: a supported paraphrase
+    # can still drift ("on a sphere" for "on the unit sphere"); then the evidence sentence answers first.
+    holding = [i for i, (s, c) in enumerate(kept) if answers_asked(intent, s) and c.stated]
     if not holding:
         return fallback(blocks, intent, raw), "extractive", []
     first = holding[0]

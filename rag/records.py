@@ -119,6 +119,7 @@ class SentenceCheck:
     supported: bool
     similarity: float
     note: str = ""  # why it is not supported, e.g. "restates the question", "a number the paper does not give"
+    stated: bool = False  # nearly all its content words and numbers are in one sentence of the cited paper
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ class Policy:
     max_novelty: float = 0.35  # share of the sentence's content words the paper never uses
     terse_words: int = 8  # a terse answer has at most this many content words ...
     terse_cover: float = 0.8  # ... and this share of them (and all its numbers) in one sentence of the paper
+    stated_cover: float = 0.75  # a sentence of any length "stated" by one paper sentence holding this share
 
 
 def markers_in(text: str) -> list[int]:
@@ -95,20 +96,21 @@ def grounded(sentence: str, paper_text: str, policy: Policy) -> bool:
     return len(words - known) / len(words) <= policy.max_novelty
 
 
-def stated_in(sentence: str, paper_sentences: list[str], policy: Policy) -> bool:
-    """A terse sentence whose content words and numbers are (nearly) all in one sentence of the paper."""
+def stated_in(sentence: str, paper_sentences: list[str], policy: Policy, terse: bool = True) -> bool:
+    """A (terse) sentence whose content words and numbers are (nearly) all in one sentence of the paper."""
     words = content_words(sentence)
     nums = numbers_in(sentence)
     if not words and not nums:
         return False
-    if len(words) > policy.terse_words:
+    if terse and len(words) > policy.terse_words:
         return False
+    cover = policy.terse_cover if terse else policy.stated_cover
     for s in paper_sentences:
         form = search_form(s)
         if not all(n in form for n in nums):
             continue
         have = set(tokens(s))
-        if not words or len(words & have) / len(words) >= policy.terse_cover:
+        if not words or len(words & have) / len(words) >= cover:
             return True
     return False
 
@@ -153,7 +155,10 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
         elif restates(p, question):
             ok, note = [], "restates the question"
         sim = max((support.get(n, 0.0) for n in (ok or cited or list(support))), default=0.0)
+        stated = bool(ok) and any(
+            stated_in(p, paper_sentences.get(by_n[n].hit.paper.paper_id, ([], None))[0], policy, terse=False)
+            for n in ok)
         checks.append(SentenceCheck(sentence=MARKER.sub("", s).strip(), cites=tuple(markers_in(s)),
-                                    supported=bool(ok), similarity=round(sim, 4), note=note))
+                                    supported=bool(ok), similarity=round(sim, 4), note=note, stated=stated))
         out.append(s)
     return out, checks
