@@ -20,7 +20,7 @@ from rag.config import Settings, load
 
 BASELINE = Path(__file__).resolve().parent.parent / "eval" / "baseline" / "summary.json"
 RECALL_SLACK = 0.02  # hybrid Recall@5 may drop this much below the baseline before the gate fails
-ANSWER_SLACK = 0.05  # the full-subset answer metrics (23 questions: one question is ~0.04-0.09)
+ANSWER_SLACK = 0.1  # the full-subset answer metrics (23 questions; a thread count can flip one or two answers)
 
 pytestmark = pytest.mark.slow
 
