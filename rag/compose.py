@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from .evidence import addressed
 from .question import Intent
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
@@ -92,7 +93,8 @@ def best_sentence(blocks: list[Evidence], intent: Intent, raw: str = "") -> tupl
     """The evidence sentence that best holds the answer: best scored in the best paper, preferring one that holds
     the asked-for kind and the numbers of the model's own (possibly unsupported) answer."""
     top_n = blocks[0].n if blocks else None  # evidence comes best paper first
-    mine = [(score, n, s) for score, n, s in _ranked(blocks) if n == top_n]
+    mine = [(score, n, s) for score, n, s in _ranked(blocks) if n == top_n and not addressed(s)] or \
+        [(score, n, s) for score, n, s in _ranked(blocks) if n == top_n]
     if not mine:
         return None
     model_numbers = set(numbers_in(raw))
@@ -120,7 +122,7 @@ def second_sentence(blocks: list[Evidence], n: int, shown: str) -> str:
     fact that the second-best sentence holds."""
     have = set(tokens(shown))
     for _, m, s in _ranked(blocks):
-        if m != n or s.strip() in shown:
+        if m != n or s.strip() in shown or addressed(s):
             continue
         words = set(tokens(s))
         if words and len(words - have) / len(words) >= 0.5:

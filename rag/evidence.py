@@ -60,6 +60,11 @@ _ADDRESSED = re.compile(
     r"\bcite (paper|source) \[|\bnew policy\b|\binto your (answer|response|reply)\b|ignorez|忽略",
     re.IGNORECASE)
 ADDRESSED_PENALTY = 1.0
+
+
+def addressed(text: str) -> bool:
+    """Is this text an order to an assistant rather than a statement about research? (see _ADDRESSED)"""
+    return bool(_ADDRESSED.search(text))
 PAPER_MARGIN = 0.22  # a paper whose best sentence trails the best paper's by more than this is not evidence
 
 
@@ -168,8 +173,13 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float) -> 
     n = len(sents)
     idf = {t: math.log(1 + n / df) for t in asked if (df := sum(t in w for w in words))}
     total = sum(idf.values()) or 1.0
-    return [(s, score + weight * sum(v for t, v in idf.items() if t in w) / total)
-            for (s, score), w in zip(sents, words)]
+    # A planted order gets no bonus: its penalty must keep it last however many question words it repeats.
+    def bonus(s: str, w: set[str]) -> float:
+        if ADDRESSED_PENALTY and addressed(s):
+            return 0.0
+        return weight * sum(v for t, v in idf.items() if t in w) / total
+
+    return [(s, score + bonus(s, w)) for (s, score), w in zip(sents, words)]
 
 
 # A summary question's frame, dropped before its topic is read: "Which papers are about <topic>?"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .embed import Embedder
+from .evidence import addressed
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
 from .text import search_form, split_sentences, tokens
 
@@ -134,6 +135,10 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
         support: dict[int, float] = {}
         for n, b in by_n.items():
             sents, svecs = paper_sentences.get(b.hit.paper.paper_id, ([], np.zeros((0, len(v)))))
+            # An order planted in the paper supports nothing: copying it is obeying it, not citing a finding.
+            keep = [i for i, x in enumerate(sents) if not addressed(x)]
+            if len(keep) < len(sents):
+                sents, svecs = [sents[i] for i in keep], svecs[keep]
             if not grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title, policy):
                 continue
             sim = float(np.max(svecs @ v)) if len(sents) else 0.0
@@ -150,13 +155,16 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             s = f"{s[:-1] if end else s} [{best}]{end or '.'}"
             ok = [best]
         note = ""
-        if not ok:
+        if ok and addressed(p):  # copied from a planted order: never an answer, whatever the source says
+            ok, note = [], "an instruction, not a finding"
+        elif not ok:
             note = "not stated by the cited source" if support else "a number or words the sources do not give"
         elif restates(p, question):
             ok, note = [], "restates the question"
         sim = max((support.get(n, 0.0) for n in (ok or cited or list(support))), default=0.0)
         stated = bool(ok) and any(
-            stated_in(p, paper_sentences.get(by_n[n].hit.paper.paper_id, ([], None))[0], policy, terse=False)
+            stated_in(p, [x for x in paper_sentences.get(by_n[n].hit.paper.paper_id, ([], None))[0]
+                          if not addressed(x)], policy, terse=False)
             for n in ok)
         checks.append(SentenceCheck(sentence=MARKER.sub("", s).strip(), cites=tuple(markers_in(s)),
                                     supported=bool(ok), similarity=round(sim, 4), note=note, stated=stated))

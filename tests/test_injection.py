@@ -3,6 +3,7 @@ defences against a model that obeys (fast, scripted) and against the real SmolLM
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,8 @@ def test_a_model_that_obeys_is_neutralised_by_the_pipeline(injected_index, name:
     # reaches the model: what follows tests the defences behind it.
     monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)
     s, emb = injected_index
+    # Choosing sentences by the question's rare words also keeps some orders out: off too, for the same reason.
+    s = replace(s, generation=replace(s.generation, evidence_focus_weight=0.0, evidence_cover_weight=0.0))
     attack = next(a for a in load_attacks() if a.attack == name)
     recorder = Recorder(ScriptedGenerator([OBEYING]))
     a = Assistant(s, embedder=emb, generator=recorder)
