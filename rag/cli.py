@@ -163,7 +163,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def _print_answer(ans: Answer, streamed: str) -> None:
     if ans.text != streamed.strip():
-        label = {"extractive": "quoted evidence instead", "abstained": "no answer"}.get(ans.mode, "checked")
+        label = {"extractive": "answered from the evidence sentence", "abstained": "no answer"}.get(ans.mode, "checked")
         print(f"\n[{label}] {ans.text}")
     print()
     for notice in ans.notices:
