@@ -29,7 +29,7 @@ _QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?
                        r"(?=" + _STOP + r"\b|[?.,;:]|$)", re.IGNORECASE)
 # Words that say "more/less of something" rather than naming the unit.
 _NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower extra additional overall total "
-                      "absolute relative average better worse".split())
+                      "absolute relative average better worse quick small large fast slow big little".split())
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
                       r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
                       re.IGNORECASE)

@@ -193,8 +193,12 @@ class Retriever:
         if self.lexical is None or not len(self.lexical):
             return ()
         out = []
-        for i, word in enumerate(re.findall(r"[\w][\w\-./]*[\w]|\w", question)):
-            if i == 0 or not (any(c.isdigit() for c in word) or any(c.isupper() for c in word)):
+        for m in re.finditer(r"[\w][\w\-./]*[\w]|\w", question):
+            word = m.group(0)
+            # A capital that only opens a sentence ("... of it? What does ...") names nothing.
+            opens = not question[:m.start()].strip() or question[:m.start()].rstrip()[-1] in ".?!:;\"“("
+            if (opens and not any(c.isdigit() for c in word) and word[1:].islower()) or \
+                    not (any(c.isdigit() for c in word) or any(c.isupper() for c in word)):
                 continue
             head = tokens(re.split(r"[-/]", word)[0], drop_stopwords=False)
             if head and len(head[0]) >= 3 and not self.lexical.knows(head[0]):

@@ -132,3 +132,11 @@ def test_a_follow_up_stays_on_the_paper_the_previous_answer_cited(built) -> None
     # A new subject is not pinned to the old paper.
     switch = a.ask("And which papers use reinforcement learning?", history=history)
     assert switch.focus == () and PRIVGATE not in [c.paper.paper_id for c in switch.citations]
+
+
+def test_a_capital_that_opens_a_sentence_is_not_an_absent_name(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    r = Assistant(s, embedder=emb, generator=ScriptedGenerator()).retriever
+    # "What" and "According" open sentences; "GSM8K" names something no abstract contains.
+    assert r.absent_terms("A study cut privacy leakage. What gate did it use? According to it, GSM8K?") == ("GSM8K",)
+    assert r.absent_terms("How much does PrivGate reduce privacy leakage?") == ()
