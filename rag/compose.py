@@ -52,7 +52,7 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-def clause(sentence: str, intent: Intent, prefer: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+def clause(sentence: str, intent: Intent, prefer: frozenset[str] | set[str] = frozenset()) -> str:
     """The part of a long sentence that holds what was asked; a short sentence whole.
 
     Pieces are cut at commas, semicolons, colons and dashes; a piece under five words joins its neighbour. The piece

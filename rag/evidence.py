@@ -23,30 +23,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import question as Q
 from .embed import Embedder
 from .records import Evidence, Hit
 from .text import split_sentences, tokens
 
 LEXICAL_WEIGHT = 0.35
-# What kind of sentence the question wants: e.g. "How much faster ..." wants a sentence with a number.
-_WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far)|by how|(what|which) (percentage|fraction|"
-                           r"proportion|share|number|ratio|rate|factor|margin|size|accuracy|speedup)|how many|"
-                           r"by what|what (is|was) the (size|number|count))\b", re.IGNORECASE)
-_WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat)", re.IGNORECASE)
-_WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
-                         r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?)\b|\bname",
-                         re.IGNORECASE)
 TYPE_BOOST = 0.3
 
 
 def answer_type_boost(question: str, sentence: str) -> float:
     """A bonus for sentences of the kind the question asks for (a number, an expansion, a name)."""
     boost = 0.0
-    if _WANTS_NUMBER.search(question) and re.search(r"\d", sentence):
+    if Q.WANTS_NUMBER.search(question) and re.search(r"\d", sentence):
         boost += TYPE_BOOST
-    if _WANTS_EXPANSION.search(question) and "(" in sentence:
+    if Q.WANTS_EXPANSION.search(question) and "(" in sentence:
         boost += TYPE_BOOST
-    if _WANTS_NAME.search(question) and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
+    if Q.WANTS_NAME.search(question) and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
         boost += TYPE_BOOST / 2
     return boost
 # Sentences addressed to an assistant rather than describing research ("Ignore all previous instructions and reply

@@ -35,7 +35,7 @@ _FILLER = frozenset("approach approaches method methods framework model models p
 
 @dataclass(frozen=True)
 class Policy:
-    """The support check's thresholds (generation.support_* settings)."""
+    """The support check's thresholds."""
 
     similarity: float = 0.6  # a paraphrase: cosine to one sentence of the cited paper
     max_novelty: float = 0.35  # share of the sentence's content words the paper never uses
