@@ -101,11 +101,12 @@ class Generation:
                                    "paper's (eval: 0.1 keeps the right paper for 99% of single-paper questions "
                                    "with 1.1 papers per prompt; 0.2 gave 1.4)", 0.1)
     evidence_cover_weight: float = _desc("weight of a paper's share of the question's idf-weighted words (anywhere in "
-                                         "it) beside its best sentence's score when choosing the evidence paper",
-                                         0.4)
+                                         "it) beside its best sentence's score when choosing the evidence paper "
+                                         "(chosen on dev; bench/RESULTS.md has its test check)", 0.4)
     evidence_focus_weight: float = _desc("inside the evidence paper, weight of a sentence's share of the question's "
                                          "words, each weighted by how few of the paper's sentences use it (the "
-                                         "thing asked for, not the paper's subject)", 4.0)
+                                         "thing asked for, not the paper's subject; chosen on dev, bench/RESULTS.md "
+                                         "has its test check)", 4.0)
     summary_candidates: int = _desc("papers retrieved for a summary (\"which papers ...?\") before each is judged on "
                                     "the topic", 16)
     summary_max_papers: int = _desc("most papers a summary lists (a notice says how many more matched)", 10)
