@@ -1,26 +1,22 @@
-"""The paper catalog and source manifest (SQLite, stdlib), and the one-writer lock.
+"""The paper catalog and source manifest (SQLite, stdlib).
 
 Chroma holds chunk vectors; this holds the records they point at: every `Paper` by id, and for every source file
 its content hash and the ids of its papers, so an unchanged file is skipped without parsing or embedding, and a
 removed or edited file's papers can be found and dropped. SQLite commits are atomic, so a killed ingest leaves
 either the old or the new row, never half of one.
 
-The writer lock is an `flock` on a file in the index folder: the kernel drops it when the holder dies, so a crash
-never leaves a stale lock, and a second writer fails at once with a message instead of waiting.
+Not here: the one-writer lock that guards writes to the catalog and the store (lock.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .records import Paper, StoreError, StoreLockedError
+from .records import Paper, StoreError
 
 _SCHEMA = """
 create table if not exists papers (paper_id text primary key, source text, position integer, body text not null);
@@ -241,35 +237,3 @@ def read_meta(path: Path, key: str) -> str | None:
         raise StoreError(f"{path}: cannot open the paper catalog ({e}); it is damaged: rebuild the index with "
                          "`python -m rag ingest --rebuild`") from None
     return row[0] if row else None
-
-
-def check_unlocked(folder: Path) -> None:
-    """Raise StoreLockedError now if another process is writing, e.g. before loading a model for minutes only to
-    find the store busy. Advisory: the writer still takes `writer_lock`, which is what guarantees one writer."""
-    with writer_lock(folder):
-        pass
-
-
-@contextlib.contextmanager
-def writer_lock(folder: Path) -> Iterator[None]:
-    """Hold the index's write lock, or raise StoreLockedError at once if another process holds it."""
-    path = folder / "write.lock"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:  # e.g. a read-only or full disk: nothing can be written, so say so before trying
-        raise StoreError(f"{folder}: cannot write to the data folder ({e.strerror or e}); "
-                         "check its permissions and free space, or use another --data-dir") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
-            raise StoreLockedError(
-                f"{folder}: the index is being written by {holder}; wait for it to finish or use another --data-dir"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"process {os.getpid()}".encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock

@@ -29,14 +29,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog import Catalog, read_meta, writer_lock
-from .catalog import check_unlocked as catalog_check_unlocked
+from .catalog import Catalog, read_meta
 from .chunk import chunk_paper, embed_text
 from .config import Settings
 from .embed import Embedder, embed_documents
 from .files import file_sha256
 from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
+from .lock import check_unlocked as catalog_check_unlocked
+from .lock import writer_lock
 from .records import Chunk, IngestError, Paper, StoreError
 from .store import ChunkStore, drop_collection, paper_of
 

@@ -320,7 +320,7 @@ def test_a_damaged_catalog_is_a_clear_error_with_the_fix(tmp_path: Path, corpus:
 
 
 def test_writer_lock_in_process_is_exclusive_and_reentrant_after_release(tmp_path: Path, corpus: Path) -> None:
-    from rag.catalog import writer_lock
+    from rag.lock import writer_lock
 
     s = _settings(tmp_path, corpus)
     with writer_lock(IndexPaths.of(s).lock_folder):
@@ -330,8 +330,8 @@ def test_writer_lock_in_process_is_exclusive_and_reentrant_after_release(tmp_pat
 
 
 def test_the_app_rebuilds_bm25_in_memory_while_ingest_writes(tmp_path: Path, corpus: Path) -> None:
-    from rag.catalog import writer_lock
     from rag.indexer import lexical_for_reading
+    from rag.lock import writer_lock
 
     s = _settings(tmp_path, corpus)
     build_index(s, HashEmbedder())

@@ -16,9 +16,9 @@ import openai
 import pytest
 from conftest import free_port, server_process
 
-from rag.catalog import writer_lock
 from rag.config import load
 from rag.indexer import IndexPaths
+from rag.lock import writer_lock
 
 PRIVGATE = "6480b13cf7654701"
 
