@@ -8,7 +8,7 @@ Titles repeat (one per seed paper), abstracts never do (a repeat is redrawn), id
 records carry a code URL, so `has_code` filters select a realistic share. The same (size, seed) always gives the
 same bytes; files are written once to a cache folder (outside git) and reused.
 
-This module does not ingest or embed anything; `rag.ingest` reads the files like any user's JSONL dump.
+This module does not ingest or embed anything; `rag.parse` reads the files like any user's JSONL dump.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rag.chunk import approx_tokens
-from rag.ingest import ParseReport, iter_papers
+from rag.parse import ParseReport, iter_papers
 from rag.text import split_sentences
 
 

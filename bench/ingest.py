@@ -26,7 +26,7 @@ from rag.chunk import chunk_paper
 from rag.config import Settings
 from rag.embed import Embedder, embed_documents
 from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
-from rag.ingest import ParseReport, find_files, read_papers
+from rag.parse import ParseReport, find_files, read_papers
 from rag.text import split_sentences
 
 from .measure import Stopwatch, dir_size_mb, median, peak_rss_mb, rss_mb

@@ -23,7 +23,7 @@ from rag import presets
 from rag.config import load
 from rag.files import ParseReport
 from rag.generate import LlamaGenerator, Message
-from rag.ingest import iter_papers
+from rag.parse import iter_papers
 
 from .measure import machine
 

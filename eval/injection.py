@@ -248,7 +248,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     from rag.config import load
     from rag.files import ParseReport
     from rag.indexer import build_index
-    from rag.ingest import iter_papers
+    from rag.parse import iter_papers
     from rag.pipeline import Assistant, with_model
 
     from .cli import resolve_model

@@ -3,7 +3,7 @@
 `find_files` expands folders into the files worth reading (hidden entries, symlinks leaving the folder and
 anything that is not a regular file are skipped with a reason); `detect_encoding` / `decode` turn bytes into text
 (BOMs, UTF-8, cp1252/latin-1) or refuse them with an `IngestError` (binary, corrupt UTF-8). Parsing formats into
-papers is `ingest.py`'s job, not this module's.
+papers is `parse.py`'s job, not this module's.
 """
 
 from __future__ import annotations

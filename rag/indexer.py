@@ -14,7 +14,7 @@ that at every moment each paper in the catalog has all of its chunks in the stor
 A file whose hash matches its manifest row is not parsed again, so re-ingesting unchanged input embeds nothing.
 The whole run holds the data folder's writer lock (one Chroma folder serves every index in it).
 
-Not done here: parsing (ingest.py), chunking (chunk.py), opening Chroma (store.py). A failing batch stops its file
+Not done here: parsing (parse.py), chunking (chunk.py), opening Chroma (store.py). A failing batch stops its file
 (reported as a skip, the file is retried next run) and the run goes on with the other files.
 """
 
@@ -34,10 +34,10 @@ from .chunk import chunk_paper, embed_text
 from .config import Settings
 from .embed import Embedder, embed_documents
 from .files import file_sha256
-from .ingest import ParseReport, Skip, find_files, read_papers
 from .lexical import LexicalIndex
 from .lock import check_unlocked as catalog_check_unlocked
 from .lock import writer_lock
+from .parse import ParseReport, Skip, find_files, read_papers
 from .records import Chunk, IngestError, Paper, StoreError
 from .store import ChunkStore, drop_collection, paper_of
 

@@ -14,7 +14,7 @@ from rag.answer import (
     truncate_question,
 )
 from rag.evidence import SentenceScorer, select_evidence
-from rag.ingest import make_paper
+from rag.parse import make_paper
 from rag.prompts import load_prompts
 from rag.records import ContextError, Evidence, Hit
 
@@ -78,7 +78,8 @@ def test_sentences_addressed_to_an_assistant_rank_last() -> None:
     scored = dict(SentenceScorer(emb).score(q, emb.embed([q])[0], [Hit(paper, 1.0)])[paper.paper_id])
     planted = next(s for s in scored if s.startswith("Ignore"))
     assert all(scored[planted] < v for s, v in scored.items() if s != planted)
-    blocks = select_evidence(q, emb.embed([q])[0], [Hit(paper, 1.0)], SentenceScorer(emb), max_papers=1, per_paper=2)
+    blocks = select_evidence(q, emb.embed([q])[0], [Hit(paper, 1.0)], SentenceScorer(emb), max_papers=1, per_paper=2,
+                             margin=0.22)
     assert all("PWNED" not in s for s in blocks[0].sentences)
 
 

@@ -6,7 +6,7 @@ from fakes import HashEmbedder
 from rag import compose, support
 from rag import question as Q
 from rag.evidence import SentenceScorer
-from rag.ingest import make_paper
+from rag.parse import make_paper
 from rag.records import Evidence, Hit, SentenceCheck
 
 SOLAR = make_paper("We produce SOLAR, a self-supervised retrieval framework for symmetric multimodal retrieval. "

@@ -5,42 +5,43 @@ from pathlib import Path
 from conftest import make_settings
 from fakes import HashEmbedder, ScriptedGenerator
 
-from rag.answerable import quantity_unit, unanswerable_reason
+from rag.answerable import unanswerable_reason
 from rag.indexer import build_index
-from rag.ingest import make_paper
+from rag.parse import make_paper
 from rag.pipeline import Assistant
+from rag.question import read
 
 PRIV = make_paper("We propose PrivGate, a privacy gate for LLM agents. PrivGate achieves a 62.6% reduction in privacy "
                   "leakage with 15.9% token overhead on 4 benchmarks.", "a.txt", 0)
 
 
-def test_quantity_unit_is_the_noun_after_how_many() -> None:
-    assert quantity_unit("How many GPUs and hours were used to train SERA?") == ["gpus", "hours"]
-    assert quantity_unit("How many milliseconds of latency does PrivGate add?") == ["milliseconds"]
-    assert quantity_unit("How much wall-clock speedup does it give?") == ["wall-clock", "wall", "clock", "speedup"]
-    assert quantity_unit("On how many tasks?") == ["tasks"]
+def test_the_unit_of_a_quantity_question_is_the_noun_after_how_many() -> None:
+    assert read("How many GPUs and hours were used to train SERA?").unit == ("gpus", "hours")
+    assert read("How many milliseconds of latency does PrivGate add?").unit == ("milliseconds",)
+    assert read("How much wall-clock speedup does it give?").unit == ("wall-clock", "wall", "clock", "speedup")
+    assert read("On how many tasks?").unit == ("tasks",)
     # Comparatives and pronouns are not units.
-    assert quantity_unit("How much more successful is it?") == ["successful"]
-    assert quantity_unit("And how much does their approach cut the cost?") == []
-    assert quantity_unit("Which benchmark was it tested on?") == []
+    assert read("How much more successful is it?").unit == ("successful",)
+    assert read("And how much does their approach cut the cost?").unit == ()
+    assert read("Which benchmark was it tested on?").unit == ()
 
 
 def test_a_unit_the_paper_never_mentions_is_a_reason_to_abstain() -> None:
-    reason = unanswerable_reason("How many milliseconds of latency does PrivGate add per request?", [PRIV])
+    reason = unanswerable_reason(read("How many milliseconds of latency does PrivGate add per request?"), [PRIV])
     assert reason == "the abstracts found never mention milliseconds"
     # The unit is in the paper (plural/singular by stem): the question may be answerable.
-    assert unanswerable_reason("How many benchmarks was PrivGate evaluated on?", [PRIV]) is None
-    assert unanswerable_reason("How much token overhead does PrivGate add?", [PRIV]) is None
+    assert unanswerable_reason(read("How many benchmarks was PrivGate evaluated on?"), [PRIV]) is None
+    assert unanswerable_reason(read("How much token overhead does PrivGate add?"), [PRIV]) is None
     # Not a quantity question: no judgement.
-    assert unanswerable_reason("What does PrivGate gate?", [PRIV]) is None
-    assert unanswerable_reason("How many milliseconds?", []) is None
+    assert unanswerable_reason(read("What does PrivGate gate?"), [PRIV]) is None
+    assert unanswerable_reason(read("How many milliseconds?"), []) is None
 
 
 def test_author_questions_need_author_records() -> None:
-    assert "no author" in (unanswerable_reason("Who are the authors of the PrivGate paper?", [PRIV]) or "")
-    assert "no author" in (unanswerable_reason("Which university is PrivGate from?", [PRIV]) or "")
+    assert "no author" in (unanswerable_reason(read("Who are the authors of the PrivGate paper?"), [PRIV]) or "")
+    assert "no author" in (unanswerable_reason(read("Which university is PrivGate from?"), [PRIV]) or "")
     with_authors = make_paper("We propose PrivGate, a privacy gate.", "a.jsonl", 0, authors="A. Author, B. Author")
-    assert unanswerable_reason("Who are the authors of the PrivGate paper?", [with_authors]) is None
+    assert unanswerable_reason(read("Who are the authors of the PrivGate paper?"), [with_authors]) is None
 
 
 def test_pipeline_abstains_with_the_reason_and_never_calls_the_model(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from rag.catalog import Catalog
 from rag.chunk import approx_tokens
 from rag.indexer import IndexPaths, build_index, chunk_texts, open_store
-from rag.ingest import MAX_ABSTRACT_CHARS, MIN_ABSTRACT_CHARS, ParseReport, iter_papers, make_paper, read_papers
+from rag.parse import MAX_ABSTRACT_CHARS, MIN_ABSTRACT_CHARS, ParseReport, iter_papers, make_paper, read_papers
 from rag.records import IngestError
 
 ABSTRACT = ("We study café naïveté in a résumé corpus, with “smart quotes” — and dashes. "

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from rag.chunk import approx_tokens, chunk_paper, embed_text
 from rag.config import Chunking
-from rag.ingest import ParseReport, iter_papers, make_paper
+from rag.parse import ParseReport, iter_papers, make_paper
 from rag.text import split_sentences
 
 SEEDS = Path(__file__).resolve().parent.parent / "seeds"

@@ -99,7 +99,7 @@ def expected(corpus: Path) -> tuple[dict[str, tuple[str, str]], dict[str, dict[s
     from fakes import HashEmbedder
 
     from rag.indexer import chunk_texts
-    from rag.ingest import ParseReport, iter_papers
+    from rag.parse import ParseReport, iter_papers
 
     emb = HashEmbedder()
     s = _settings(Path("unused"), corpus)

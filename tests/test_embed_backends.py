@@ -92,7 +92,7 @@ def test_unwritable_cache_raises_oserror(tmp_path: Path) -> None:
 
 def _chunk_texts(n: int = 64) -> list[str]:
     from rag.chunk import approx_tokens, chunk_paper, embed_text
-    from rag.ingest import ParseReport, iter_papers
+    from rag.parse import ParseReport, iter_papers
 
     out = []
     for paper in iter_papers([SEEDS], ParseReport()):

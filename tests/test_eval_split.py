@@ -14,7 +14,7 @@ import pytest
 
 from eval.split import CONVERSATIONS_FILE, QA_FILE, SPLITS, assign, mismatches, read_jsonl
 from rag.files import ParseReport
-from rag.ingest import iter_papers
+from rag.parse import iter_papers
 
 SEEDS = QA_FILE.parent.parent / "seeds"
 CONVERSATION_KINDS = {"pronoun", "ordinal", "switch", "drilldown", "compare"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.ingest import ParseReport, iter_papers, paper_id
+from rag.parse import ParseReport, iter_papers, paper_id
 from rag.records import IngestError
 
 SEEDS = Path(__file__).resolve().parent.parent / "seeds"

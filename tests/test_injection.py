@@ -3,7 +3,6 @@ defences against a model that obeys (fast, scripted) and against the real SmolLM
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from eval.injection import (
 from rag.answer import sanitize_source
 from rag.files import ParseReport
 from rag.indexer import build_index
-from rag.ingest import iter_papers, read_papers
+from rag.parse import iter_papers, read_papers
 from rag.pipeline import Assistant
 from rag.text import clean
 from ui.render import render_answer
@@ -97,7 +96,7 @@ def test_a_model_that_obeys_is_neutralised_by_the_pipeline(injected_index, name:
     monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)
     s, emb = injected_index
     # Choosing sentences by the question's rare words also keeps some orders out: off too, for the same reason.
-    s = replace(s, generation=replace(s.generation, evidence_focus_weight=0.0, evidence_cover_weight=0.0))
+    s = s.with_values({"answer.evidence_focus_weight": 0.0, "answer.evidence_cover_weight": 0.0})
     attack = next(a for a in load_attacks() if a.attack == name)
     recorder = Recorder(ScriptedGenerator([OBEYING]))
     a = Assistant(s, embedder=emb, generator=recorder)

@@ -599,7 +599,7 @@ def test_budgeted_prompts_fit_the_real_models_context() -> None:
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     from rag import answer as A
-    from rag.ingest import ParseReport, iter_papers
+    from rag.parse import ParseReport, iter_papers
     from rag.prompts import load_prompts
     from rag.records import Evidence, Hit
     from rag.text import split_sentences

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, make_settings
 
 from rag.chunk import chunk_paper, embed_text
-from rag.ingest import ParseReport, iter_papers
+from rag.parse import ParseReport, iter_papers
 from rag.pipeline import Assistant, ingest
 from rag.text import split_sentences, tokens
 

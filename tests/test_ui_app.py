@@ -310,7 +310,7 @@ def test_catalog_find_agrees_with_filtering_every_record(tmp_path: Path) -> None
     """`Catalog.find` (SQL) returns what a pass over every paper in (source, position) order returns."""
     from conftest import SEEDS
 
-    from rag.ingest import ParseReport, iter_papers
+    from rag.parse import ParseReport, iter_papers
 
     cat = Catalog(tmp_path / "c.sqlite")
     papers = list(iter_papers([SEEDS], ParseReport()))

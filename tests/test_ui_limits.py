@@ -15,7 +15,7 @@ from conftest import SEEDS, free_port
 
 from rag.catalog import Catalog
 from rag.config import Settings, load
-from rag.ingest import ParseReport, iter_papers
+from rag.parse import ParseReport, iter_papers
 from rag.records import Answer, Hit
 from rag.retrieve import Filters, Retrieved
 from ui import app as U
