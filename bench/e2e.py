@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,7 @@ def capture_prompts(settings: Settings, embedder: Embedder, generator: Generator
     assistant.ask(FOLLOW_UP, history=history)
     if len(rec.prompts) > n:
         out["followup_pipeline"] = rec.prompts[-1]
-    single = replace(settings, generation=replace(settings.generation, evidence_papers=1))
+    single = settings.with_values({"answer.evidence_papers": 1})
     n = len(rec.prompts)
     Assistant(single, embedder=embedder, generator=rec).ask(questions[0])
     if len(rec.prompts) > n:

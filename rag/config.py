@@ -95,18 +95,31 @@ class Generation:
     chat_format: str = _desc("fallback chat format for a GGUF without a template", "chatml")
     probe_timeout: float = _desc("seconds a separate process may take to test-load a GGUF other than the packaged "
                                  "default before it is loaded in the app (0 = no probe)", 60.0)
+    remote_url: str = _desc("an OpenAI-compatible server (http://gpu-box:8000) used instead of the local GGUF, e.g. "
+                            "`python -m llama_cpp.server --model big.gguf`; empty = run the GGUF in-process", "")
+    remote_model: str = _desc("model name sent to the remote server (empty = the server's first model)", "")
+    remote_timeout_s: float = _desc("seconds to wait for the remote server to connect or send the next piece", 120.0)
+    remote_parallel: int = _desc("answers the remote server may generate at once; retrieval still takes the local "
+                                 "compute lock, generation does not (llama.cpp's server: match its --n_parallel)", 4)
+
+
+@dataclass(frozen=True)
+class Answering:
+    """How evidence is chosen and an answer is checked and composed (read by evidence, support and pipeline)."""
+
     sentences_per_paper: int = _desc("evidence sentences given to the model per retrieved paper", 3)
     evidence_papers: int = _desc("retrieved papers whose evidence goes into the prompt", 3)
-    evidence_margin: float = _desc("a paper is evidence when its best sentence scores within this of the best "
-                                   "paper's (eval: 0.1 keeps the right paper for 99% of single-paper questions "
-                                   "with 1.1 papers per prompt; 0.2 gave 1.4)", 0.1)
+    evidence_margin: float = _desc("a paper is evidence when its relevance is within this of the best paper's", 0.1)
     evidence_cover_weight: float = _desc("weight of a paper's share of the question's idf-weighted words (anywhere in "
-                                         "it) beside its best sentence's score when choosing the evidence paper "
-                                         "(chosen on dev; bench/RESULTS.md has its test check)", 0.4)
+                                         "it) beside its best sentence's score when choosing the evidence paper", 0.4)
     evidence_focus_weight: float = _desc("inside the evidence paper, weight of a sentence's share of the question's "
                                          "words, each weighted by how few of the paper's sentences use it (the "
-                                         "thing asked for, not the paper's subject; chosen on dev, bench/RESULTS.md "
-                                         "has its test check)", 4.0)
+                                         "thing asked for, not the paper's subject)", 4.0)
+    lexical_weight: float = _desc("weight of the share of the question's words a sentence contains, added to its "
+                                  "cosine similarity when evidence sentences are scored", 0.35)
+    strong_evidence_margin: float = _desc("when the model says it cannot answer, the answer is taken from the "
+                                          "evidence instead if its best sentence scores at least "
+                                          "retrieval.min_similarity plus this", 0.15)
     summary_candidates: int = _desc("papers retrieved for a summary (\"which papers ...?\") before each is judged on "
                                     "the topic", 16)
     summary_max_papers: int = _desc("most papers a summary lists (a notice says how many more matched)", 10)
@@ -115,16 +128,21 @@ class Generation:
     summary_min_sentence: float = _desc("... and its best sentence scores at least this against the question", 0.4)
     summary_sure_sentence: float = _desc("or its best sentence alone scores at least this", 0.6)
     summary_min_idf: float = _desc("words commoner than this idf (in most chunks) do not name a topic", 1.8)
+    support_similarity: float = _desc("an answer sentence paraphrases its cited paper when its cosine to one of the "
+                                      "paper's sentences reaches this", 0.6)
+    support_max_novelty: float = _desc("most share of an answer sentence's words its cited paper may never use", 0.35)
+    support_terse_words: int = _desc("an answer sentence with at most this many content words is terse: supported "
+                                     "when one sentence of the paper holds its numbers and support_terse_cover of "
+                                     "its words", 8)
+    support_terse_cover: float = _desc("share of a terse answer sentence's content words one paper sentence must "
+                                       "hold", 0.8)
+    support_stated_cover: float = _desc("share of an answer sentence's content words (and all its numbers) one paper "
+                                        "sentence must hold for the sentence to be stated by the paper and answer "
+                                        "first", 0.75)
     locate_similarity: float = _desc("a sentence of an earlier answer names the paper it is found in when their "
                                      "cosine reaches this (follow-ups: which paper was \"it\")", 0.5)
     history_turns: int = _desc("earlier question/answer pairs shown to the model (follow-ups are condensed for "
-                               "retrieval either way; a 135M model answers follow-ups better without them)", 0)
-    remote_url: str = _desc("an OpenAI-compatible server (http://gpu-box:8000) used instead of the local GGUF, e.g. "
-                            "`python -m llama_cpp.server --model big.gguf`; empty = run the GGUF in-process", "")
-    remote_model: str = _desc("model name sent to the remote server (empty = the server's first model)", "")
-    remote_timeout_s: float = _desc("seconds to wait for the remote server to connect or send the next piece", 120.0)
-    remote_parallel: int = _desc("answers the remote server may generate at once; retrieval still takes the local "
-                                 "compute lock, generation does not (llama.cpp's server: match its --n_parallel)", 4)
+                               "retrieval either way)", 0)
 
 
 @dataclass(frozen=True)
@@ -157,6 +175,7 @@ class Settings:
     embedding: Embedding = field(default_factory=Embedding)
     retrieval: Retrieval = field(default_factory=Retrieval)
     generation: Generation = field(default_factory=Generation)
+    answer: Answering = field(default_factory=Answering)
     ui: UI = field(default_factory=UI)
 
     def fingerprint(self) -> str:
@@ -167,6 +186,10 @@ class Settings:
             shaping["embedding_backend"] = self.embedding.backend
         blob = json.dumps(shaping, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+    def with_values(self, values: Mapping[str, Any]) -> Settings:
+        """A copy with {"group.field": value} changed, e.g. settings.with_values({"generation.model_path": p})."""
+        return _apply(self, values, "with_values")
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting, secrets (the API token) masked: reports stamp this."""
@@ -186,6 +209,10 @@ _ALIASES = {
     "RAG_CHROMA_URL": "retrieval.chroma_url",
     "RAG_PORT": "ui.port",
 }
+
+
+# Knobs that moved out of [generation] into [answer]: the old names still work (TOML, RAG_GENERATION_*, flags).
+_MOVED = {f"generation.{f.name}": f"answer.{f.name}" for f in fields(Answering)}
 
 
 def _coerce(kind: Any, value: Any, key: str) -> Any:
@@ -212,6 +239,7 @@ def _apply(settings: Settings, overrides: Mapping[str, Any], origin: str) -> Set
     for key, value in overrides.items():
         if value is None:
             continue
+        key = _MOVED.get(key, key)
         group, _, name = key.partition(".")
         if not hasattr(settings, group) or not name:
             raise ConfigError(f"{origin}: unknown setting {key!r}")

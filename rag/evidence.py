@@ -3,12 +3,13 @@
 A 135M model handed five whole abstracts copies one of them; handed three sentences it phrases an answer. So each
 sentence of each retrieved paper is scored against the question:
 
-    score = cosine(question, sentence) + LEXICAL_WEIGHT * (share of the question's terms the sentence contains)
+    score = cosine(question, sentence) + lexical_weight * (share of the question's terms the sentence contains)
             + a small bonus when the sentence is of the kind asked for (a number for "how much ...?")
 
 and the best `per_paper` sentences of each paper are kept, in their original order. Papers whose best sentence
 scores far below the best paper's are left out, so a single-paper question gets a single-paper prompt. The same
-sentences are highlighted as support in the UI, and answer sentences are checked against them.
+sentences are highlighted as support in the UI, and answer sentences are checked against them. The weights and
+thresholds are settings (`config.Answering`, `[answer]`).
 
 Sentence vectors are cached per paper (abstracts do not change under a paper id).
 """
@@ -19,16 +20,15 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import question as Q
+from .config import Answering
 from .embed import Embedder
 from .records import Evidence, Hit
 from .text import split_sentences, tokens
 
-LEXICAL_WEIGHT = 0.35
 TYPE_BOOST = 0.3
 
 
@@ -58,24 +58,14 @@ ADDRESSED_PENALTY = 1.0
 def addressed(text: str) -> bool:
     """Is this text an order to an assistant rather than a statement about research? (see _ADDRESSED)"""
     return bool(_ADDRESSED.search(text))
-PAPER_MARGIN = 0.22  # a paper whose best sentence trails the best paper's by more than this is not evidence
-
-
-@dataclass(frozen=True)
-class SummaryPolicy:
-    """When a paper is on a summary question's topic (generation.summary_* settings)."""
-
-    min_cover: float = 0.6  # share of one topic alternative's rare-word weight the paper holds
-    min_sentence: float = 0.4  # ... together with a best sentence scoring at least this
-    sure_sentence: float = 0.6  # or a best sentence scoring this on its own
-    min_idf: float = 1.8  # words less rare than this (in most chunks) do not name a topic
 
 
 class SentenceScorer:
     """Scores a paper's sentences against a question; caches sentence vectors by paper id."""
 
-    def __init__(self, embedder: Embedder, cache_size: int = 2048) -> None:
+    def __init__(self, embedder: Embedder, knobs: Answering = Answering(), cache_size: int = 2048) -> None:
         self.embedder = embedder
+        self.lexical_weight = knobs.lexical_weight
         self._cache: OrderedDict[str, tuple[list[str], np.ndarray]] = OrderedDict()
         self._size = cache_size
 
@@ -106,14 +96,14 @@ class SentenceScorer:
             scored = []
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
-                score = float(sim) + LEXICAL_WEIGHT * overlap + answer_type_boost(question, s)
+                score = float(sim) + self.lexical_weight * overlap + answer_type_boost(question, s)
                 scored.append((s, score - ADDRESSED_PENALTY if _ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
 
 
 def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
-                    per_paper: int, margin: float = PAPER_MARGIN,
+                    per_paper: int, margin: float,
                     idf: Callable[[list[str]], dict[str, float]] | None = None,
                     cover_weight: float = 0.0, focus_weight: float = 0.0) -> list[Evidence]:
     """Numbered evidence blocks ([1], [2], ...) from the top hits, the best paper first.
@@ -211,19 +201,19 @@ def topic_cover(alternatives: list[dict[str, float]], paper_text: str) -> float:
 
 
 def relevant_papers(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer,
-                    idf: Callable[[list[str]], dict[str, float]], policy: SummaryPolicy) -> list[Evidence]:
+                    idf: Callable[[list[str]], dict[str, float]], knobs: Answering) -> list[Evidence]:
     """Every retrieved paper on the question's topic, decided per paper, best first, one sentence each.
 
     A paper is on the topic when its text holds most of one topic alternative's rare words (idf-weighted, words
     common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
     sentence alone is very close. No cut relative to the other papers: a fifth relevant paper is listed however far
-    the fourth is above it.
+    the fourth is above it. The thresholds are `knobs.summary_*`.
     """
     if not hits:
         return []
     alternatives = []
     for words in topic_alternatives(question):
-        weights = {w: v for w, v in idf(words).items() if v >= policy.min_idf}
+        weights = {w: v for w, v in idf(words).items() if v >= knobs.summary_min_idf}
         if weights:
             alternatives.append(weights)
     scored = scorer.score(question, qvec, hits)
@@ -232,7 +222,8 @@ def relevant_papers(question: str, qvec: np.ndarray, hits: list[Hit], scorer: Se
         sents = scored.get(h.paper.paper_id, [])
         best = max((x for _, x in sents), default=0.0)
         cover = topic_cover(alternatives, h.paper.raw + " " + h.paper.title) if alternatives else 0.0
-        if (cover >= policy.min_cover and best >= policy.min_sentence) or best >= policy.sure_sentence:
+        if ((cover >= knobs.summary_min_cover and best >= knobs.summary_min_sentence)
+                or best >= knobs.summary_sure_sentence):
             kept.append((best + cover, h, sents))
     if not kept:  # nothing clearly on the topic: the closest paper, so the answer still says something cited
         h = hits[0]

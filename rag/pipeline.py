@@ -23,7 +23,7 @@ from .answerable import unanswerable_reason
 from .catalog import Catalog
 from .config import Settings
 from .embed import Embedder, load_embedder
-from .evidence import SentenceScorer, SummaryPolicy, best_sentence_score, relevant_papers, select_evidence
+from .evidence import SentenceScorer, best_sentence_score, relevant_papers, select_evidence
 from .generate import Generator, LlamaGenerator, Message
 from .indexer import (
     IndexPaths,
@@ -94,7 +94,7 @@ class Assistant:
             catalog = Catalog(ip.catalog)
             lexical = lexical_for_reading(self.settings, store, catalog)
             self._retriever = Retriever(self.embedder, store, lexical, catalog, self.settings.retrieval)
-            self._scorer = SentenceScorer(self.embedder)
+            self._scorer = SentenceScorer(self.embedder, self.settings.answer)
         return self._retriever
 
     @property
@@ -128,7 +128,7 @@ class Assistant:
         with self.compute:
             return self._focus(question, Q.read(question), history)[0]
 
-    def _focus(self, question: str, intent: Q.Intent, history: list[Message]) -> tuple[str, tuple[str, ...]]:
+    def _focus(self, question: str, intent: Q.Question, history: list[Message]) -> tuple[str, tuple[str, ...]]:
         """(query to search, earlier papers the question points at); the caller holds the compute lock."""
         focus = conversation.resolve(question, intent, history, self._locate)
         if not focus.papers:
@@ -140,7 +140,7 @@ class Assistant:
     def _locate(self, sentence: str) -> str | None:
         """The paper that states an earlier answer's sentence (that sentence was checked against it)."""
         found = self.retriever.search(sentence, top_k=1)
-        if found.hits and found.hits[0].best_similarity >= self.settings.generation.locate_similarity:
+        if found.hits and found.hits[0].best_similarity >= self.settings.answer.locate_similarity:
             return found.hits[0].paper.paper_id
         return None
 
@@ -174,11 +174,9 @@ class Assistant:
         """Yield answer text as it is generated, then the final Answer. Per-call overrides leave settings alone."""
         _ = self.retriever, self.generator  # loading models is start-up cost, not question latency
         t0 = time.perf_counter()
-        gen = self.settings.generation
-        if temperature is not None:
-            gen = replace(gen, temperature=float(temperature))
-        if max_tokens is not None:
-            gen = replace(gen, max_tokens=int(max_tokens))
+        gen, ans = self.settings.generation, self.settings.answer
+        temperature = gen.temperature if temperature is None else float(temperature)
+        max_tokens = gen.max_tokens if max_tokens is None else int(max_tokens)
         question, notice = A.truncate_question(question)
         notices = [notice] if notice else []
         history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
@@ -190,7 +188,7 @@ class Assistant:
                 if len(pinned) > 1 and not intent.described:  # "compare them", "the first two"
                     intent = replace(intent, kind="summary")
             summary = intent.summary
-            top_k = max(top_k or self.settings.retrieval.top_k, gen.summary_candidates if summary else 0)
+            top_k = max(top_k or self.settings.retrieval.top_k, ans.summary_candidates if summary else 0)
             retrieved = self.retriever.search(searched, filters, top_k=top_k)
             timings = dict(retrieved.timings)
             model_name = self.generator.name
@@ -220,19 +218,18 @@ class Assistant:
                 lexical = self.retriever.lexical
                 blocks = relevant_papers(searched, qvec, retrieved.hits, self._scorer,
                                          lexical.idf if lexical is not None else (lambda words: {}),
-                                         SummaryPolicy(gen.summary_min_cover, gen.summary_min_sentence,
-                                                       gen.summary_sure_sentence, gen.summary_min_idf))
-                if len(blocks) > gen.summary_max_papers:
-                    notices.append(f"{len(blocks) - gen.summary_max_papers} more papers on this topic are not listed: "
+                                         ans)
+                if len(blocks) > ans.summary_max_papers:
+                    notices.append(f"{len(blocks) - ans.summary_max_papers} more papers on this topic are not listed: "
                                    "ask about a narrower topic or see the Search tab")
-                    blocks = blocks[:gen.summary_max_papers]
+                    blocks = blocks[:ans.summary_max_papers]
             else:
                 lexical = self.retriever.lexical
-                blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=gen.evidence_papers,
-                                         per_paper=gen.sentences_per_paper, margin=gen.evidence_margin,
+                blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=ans.evidence_papers,
+                                         per_paper=ans.sentences_per_paper, margin=ans.evidence_margin,
                                          idf=lexical.idf if lexical is not None else None,
-                                         cover_weight=gen.evidence_cover_weight,
-                                         focus_weight=gen.evidence_focus_weight)
+                                         cover_weight=ans.evidence_cover_weight,
+                                         focus_weight=ans.evidence_focus_weight)
                 # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
                 reason = unanswerable_reason(question, [b.hit.paper for b in blocks])
                 if reason:
@@ -241,10 +238,10 @@ class Assistant:
                     yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                     return
             generator = self.generator
-            shown = history[-2 * gen.history_turns:] if gen.history_turns > 0 else []
+            shown = history[-2 * ans.history_turns:] if ans.history_turns > 0 else []
             # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).
             asked = question if shown or searched == question else searched
-            budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, gen.max_tokens,
+            budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, max_tokens,
                                   template="summary" if summary else "user")
             timings["prompt_ms"] = (time.perf_counter() - t) * 1000
             timings["prompt_tokens"] = budget.prompt_tokens
@@ -252,7 +249,7 @@ class Assistant:
             first: float | None = None
             t = time.perf_counter()
             # A blank line ends the answer: past it a small model starts lists and explanations it makes up.
-            for piece in self._generate(generator, budget.messages, budget.max_tokens, gen.temperature,
+            for piece in self._generate(generator, budget.messages, budget.max_tokens, temperature,
                                         stop=None if summary else ["\n\n"]):
                 if first is None:
                     first = time.perf_counter()
@@ -280,7 +277,7 @@ class Assistant:
             notices=tuple(notices), evidence=tuple(budget.blocks),
         )
 
-    def _finish(self, raw: str, blocks: list, intent: Q.Intent) -> tuple[str, str, list, int]:
+    def _finish(self, raw: str, blocks: list, intent: Q.Question) -> tuple[str, str, list, int]:
         """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
         checked against its source; when none survives, the one evidence clause that holds what was asked."""
         valid = {b.n for b in blocks}
@@ -288,14 +285,15 @@ class Assistant:
         raw = re.sub(r"^\s*(the )?(final )?answer( to (this|the) question)? ?(is)?\s*[:,-]?\s*", "", raw,
                      flags=re.IGNORECASE)
         text, dropped = A.parse_markers(raw, valid)
-        strong = best_sentence_score(blocks) >= self.settings.retrieval.min_similarity + 0.15
+        strong = (best_sentence_score(blocks)
+                  >= self.settings.retrieval.min_similarity + self.settings.answer.strong_evidence_margin)
         if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not intent.summary:
             if strong:  # the model gave up on evidence that is there: answer from it instead
                 return compose.fallback(blocks, intent), "extractive", [], dropped
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
-        sentences, checks = support.check(text, intent.text, blocks, self.embedder, papers)
+        sentences, checks = support.check(text, intent.text, blocks, self.embedder, papers, self.settings.answer)
         if intent.summary:
             text, wrote = compose.summary(checks, blocks, intent)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
@@ -321,6 +319,6 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
 
 
 def with_model(settings: Settings, model_path: str) -> Settings:
-    return replace(settings, generation=replace(settings.generation, model_path=model_path))
+    return settings.with_values({"generation.model_path": model_path})
 
 

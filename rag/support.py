@@ -9,39 +9,28 @@ A sentence is supported by source n when
   from that sentence's).
 A sentence that only restates the question (no number, name or content word the question did not already hold)
 is not an answer, whatever it cites. A sentence supported by another given source than the one it
-cites is re-pointed to it. This module does not choose which sentences the user sees; `compose` does.
+cites is re-pointed to it. The thresholds are settings (`config.Answering.support_*`). This module does not choose
+which sentences the user sees; `compose` does.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
+from .config import Answering
 from .embed import Embedder
 from .evidence import addressed
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
-from .text import search_form, split_sentences, tokens
+from .text import MARKER, search_form, split_sentences, tokens
 
-MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Words that carry no content of their own in an answer sentence ("The paper shows that ...").
 _FILLER = frozenset("approach approaches method methods framework model models propose proposes proposed introduce "
                     "introduces introduced present presents presented results result authors author achieve achieves "
                     "achieved reported reports report find finds found new novel one ones two main key answer named "
                     "called used uses use paper papers".split())
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The support check's thresholds."""
-
-    similarity: float = 0.6  # a paraphrase: cosine to one sentence of the cited paper
-    max_novelty: float = 0.35  # share of the sentence's content words the paper never uses
-    terse_words: int = 8  # a terse answer has at most this many content words ...
-    terse_cover: float = 0.8  # ... and this share of them (and all its numbers) in one sentence of the paper
-    stated_cover: float = 0.75  # a sentence of any length "stated" by one paper sentence holding this share
 
 
 def markers_in(text: str) -> list[int]:
@@ -85,7 +74,7 @@ def restates(sentence: str, question: str) -> bool:
     return not new and not set(numbers_in(sentence)) - set(numbers_in(question))
 
 
-def grounded(sentence: str, paper_text: str, policy: Policy) -> bool:
+def grounded(sentence: str, paper_text: str, policy: Answering) -> bool:
     """Every number of the sentence occurs in the paper, and few of its words are foreign to it."""
     haystack = search_form(paper_text)
     if not all(n in haystack for n in numbers_in(sentence)):
@@ -94,18 +83,18 @@ def grounded(sentence: str, paper_text: str, policy: Policy) -> bool:
     if not words:
         return True
     known = set(tokens(paper_text))
-    return len(words - known) / len(words) <= policy.max_novelty
+    return len(words - known) / len(words) <= policy.support_max_novelty
 
 
-def stated_in(sentence: str, paper_sentences: list[str], policy: Policy, terse: bool = True) -> bool:
+def stated_in(sentence: str, paper_sentences: list[str], policy: Answering, terse: bool = True) -> bool:
     """A (terse) sentence whose content words and numbers are (nearly) all in one sentence of the paper."""
     words = content_words(sentence)
     nums = numbers_in(sentence)
     if not words and not nums:
         return False
-    if terse and len(words) > policy.terse_words:
+    if terse and len(words) > policy.support_terse_words:
         return False
-    cover = policy.terse_cover if terse else policy.stated_cover
+    cover = policy.support_terse_cover if terse else policy.support_stated_cover
     for s in paper_sentences:
         form = search_form(s)
         if not all(n in form for n in nums):
@@ -118,7 +107,7 @@ def stated_in(sentence: str, paper_sentences: list[str], policy: Policy, terse: 
 
 def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
           paper_sentences: dict[str, tuple[list[str], np.ndarray]],
-          policy: Policy = Policy()) -> tuple[list[str], list[SentenceCheck]]:
+          policy: Answering = Answering()) -> tuple[list[str], list[SentenceCheck]]:
     """Each answer sentence (citations re-pointed where another source supports it) and its check."""
     by_n = {b.n: b for b in blocks}
     sentences = answer_sentences(text)
@@ -142,13 +131,13 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             if not grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title, policy):
                 continue
             sim = float(np.max(svecs @ v)) if len(sents) else 0.0
-            if sim >= policy.similarity or stated_in(p, sents + [b.hit.paper.title], policy):
-                support[n] = max(sim, policy.similarity)  # stated outright counts as the threshold
+            if sim >= policy.support_similarity or stated_in(p, sents + [b.hit.paper.title], policy):
+                support[n] = max(sim, policy.support_similarity)  # stated outright counts as the threshold
             else:
                 support[n] = sim
-        ok = [n for n in cited if support.get(n, 0.0) >= policy.similarity]
+        ok = [n for n in cited if support.get(n, 0.0) >= policy.support_similarity]
         best = max(support, key=lambda n: support[n], default=None)
-        if not ok and best is not None and support[best] >= policy.similarity:
+        if not ok and best is not None and support[best] >= policy.support_similarity:
             # Cited the wrong source or none: point at the source that supports it.
             s = re.sub(r"\s*" + MARKER.pattern, "", s).rstrip()
             end = s[-1] if s and s[-1] in ".!?" else ""
