@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from rag.answer import MARKER
+
 # U+2010..U+2015 (hyphen, non-breaking hyphen, figure dash, en, em, horizontal bar) and U+2212 (minus sign).
 _DASHES = re.compile("[\u2010-\u2015\u2212\ufe58\ufe63\uff0d]")
 # "1,000" -> "1000", "150,000,000" -> "150000000"; "1,2" and "(1, 000)" are left alone.
@@ -172,7 +174,6 @@ def retrieval_metrics(gold: Mapping[str, Sequence[str]], ranked: Mapping[str, Se
 # --- what the user reads ------------------------------------------------------------------------------------------
 
 _QUOTED = re.compile(r"[“\"][^”\"]{8,}[”\"]")
-_MARKERS = re.compile(r"\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _WORDS = re.compile(r"[^\W_]+(?:[.'’\-][^\W_]+)*")
 
@@ -193,7 +194,7 @@ def first_sentence(answer: str) -> str:
         return ""
     first = sentences[0]
     # A marker-only fragment after the full stop ("... points. [1]") belongs to the first sentence.
-    if len(sentences) > 1 and not _MARKERS.sub("", sentences[1]).strip(" .;,"):
+    if len(sentences) > 1 and not MARKER.sub("", sentences[1]).strip(" .;,"):
         first = f"{first} {sentences[1]}"
     return first
 
@@ -209,7 +210,7 @@ def own_words(answer: str, mode: str) -> str:
 
 def word_count(answer: str) -> int:
     """Words the user reads: citation markers are not words. e.g. "By 7.08 points [1]." -> 3."""
-    return len(_WORDS.findall(_MARKERS.sub(" ", answer)))
+    return len(_WORDS.findall(MARKER.sub(" ", answer)))
 
 
 def is_quoted(answer: str, mode: str) -> bool:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from .generate import Generator, Message
 from .prompts import Prompts
 from .records import Citation, ContextError, Evidence
-from .sanitize import MARKER, sanitize_source
+from .sanitize import sanitize_source
 from .support import markers_in
-from .text import clean
+from .text import MARKER, clean
 
-__all__ = ["sanitize_source", "markers_in", "truncate_question", "render_sources", "build_messages", "fit_budget",
-           "parse_markers", "citations_for", "MAX_QUESTION_CHARS"]
+__all__ = ["MARKER", "sanitize_source", "markers_in", "truncate_question", "render_sources", "build_messages",
+           "fit_budget", "parse_markers", "citations_for", "MAX_QUESTION_CHARS"]
 
 MAX_QUESTION_CHARS = 1000
 

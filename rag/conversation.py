@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import question as Q
-from .support import MARKER, markers_in
-from .text import split_sentences
+from .support import markers_in
+from .text import MARKER, split_sentences
 
 Message = dict[str, Any]
 
@@ -60,7 +60,7 @@ def _first_index(text: str, n: int) -> int:
     return m.start() if m else len(text)
 
 
-def resolve(question: str, intent: Q.Intent, history: Sequence[Message],
+def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             locate: Callable[[str], str | None]) -> Focus:
     """The query to search and the earlier papers the question points at.
 

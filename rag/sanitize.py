@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 
-from .text import clean
+from .text import MARKER, clean
 
-MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 # Things in retrieved text that could pose as our own structure or as a chat turn.
 _LOOKALIKE = re.compile(r"<\|[^|>]{0,40}\|>|</?(?:start_of_turn|end_of_turn|s|system|user|assistant)>|"
                         r"^\s*(?:sources|question|system|assistant|user)\s*:", re.IGNORECASE | re.MULTILINE)

@@ -25,6 +25,14 @@ def clean(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+# --- citation markers ---------------------------------------------------------------------------------------------
+
+# A citation marker as the model writes it and the answer keeps it: "[1]", or a group "[1, 3]" / "[2;4]"; group 1 is
+# the numbers. The one definition: rag.answer re-exports it for the UI and the eval (it lives here, in a module that
+# imports nothing of ours, because answer.py itself imports sanitize and support, which need it too).
+MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+
+
 # --- LaTeX -> readable text ----------------------------------------------------------------------------------------
 
 _SYMBOLS = {

@@ -20,13 +20,16 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from rag.answer import MARKER
 from rag.records import Answer, Citation, Hit, Paper
 
 _IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\([^)\n]{0,2000}\)")
 _LINK = re.compile(r"\[([^\]\n]{0,300})\]\([^)\n]{0,2000}\)")
-_MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 # Applied to escaped text: a marker we link, or a character the markdown renderer could make a link of.
-_ESCAPED_TOKEN = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]|\[|\]|://|www\.|@", re.IGNORECASE)
+_ESCAPED_TOKEN = re.compile(MARKER.pattern + r"|\[|\]|://|www\.|@", re.IGNORECASE)
+# Between a flagged sentence's words: anything but a word, markers included; after it, its markers and full stop.
+_GAP = r"(?:\W|" + MARKER.pattern + r")*?"
+_TAIL = re.compile(r"(?:\s*" + MARKER.pattern + r")*[.!?]?")
 _ENTITY = {"[": "&#91;", "]": "&#93;", "://": "&#58;//", "@": "&#64;"}
 _WORD = re.compile(r"\w+")
 
@@ -61,11 +64,10 @@ def _find(sentence: str, text: str, start: int = 0) -> tuple[int, int] | None:
     exact = re.compile(r"(?<!\w)" + re.escape(sentence) + r"(?!\w)").search(text, start)
     if exact:
         return exact.start(), exact.end()
-    words = _WORD.findall(_MARKER.sub(" ", sentence))
+    words = _WORD.findall(MARKER.sub(" ", sentence))
     if not words:
         return None
-    gap = r"(?:\W|\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])*?"
-    m = re.compile(r"(?<!\w)" + gap.join(re.escape(w) for w in words) + r"(?!\w)[.!?%)”’\"']*").search(text, start)
+    m = re.compile(r"(?<!\w)" + _GAP.join(re.escape(w) for w in words) + r"(?!\w)[.!?%)”’\"']*").search(text, start)
     return (m.start(), m.end()) if m else None
 
 
@@ -92,7 +94,7 @@ def render_answer(text: str, valid: Collection[int], unsupported: Sequence[str] 
     at = 0
     for a, b in _spans(text, unsupported):
         # carry the sentence's own trailing markers and full stop into the flagged span
-        tail = re.compile(r"(?:\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])*[.!?]?").match(text, b)
+        tail = _TAIL.match(text, b)
         b = tail.end() if tail else b
         parts.append(safe_text(text[at:a], valid))
         parts.append('<span class="unsupported" title="not supported by the cited abstracts">'
