@@ -2,9 +2,9 @@
 
     PYTHONHASHSEED=0 /usr/bin/time -v python -m bench.bm25_build /tmp/bm25work/data --method streamed --save OUT
 
-`streamed` is what the indexer runs (`rag.indexer.rebuild_lexical`: the store paged, chunks tokenized as they come);
-`at-once` is the build before it (every chunk and title read, every token list handed to bm25s' `index`). Run each in
-its own process, since peak RSS never goes down. With the same PYTHONHASHSEED the two saved indexes are the same
+`streamed` is what the indexer runs (`rag.lexical_sync.rebuild_lexical`: the store paged, chunks tokenized as they
+come); `at-once` is the build before it (every chunk and title read, every token list handed to bm25s' `index`). Run
+each in its own process, since peak RSS never goes down. With the same PYTHONHASHSEED the two saved indexes are the same
 files byte for byte (`diff -r`): word ids follow a set's order, which follows string hashes.
 
 The data folder is opened for writing (Chroma may touch its files): point it at a copy of an index you care about.
@@ -22,8 +22,8 @@ from typing import Any
 
 from rag.catalog import Catalog
 from rag.chunk import embed_text
-from rag.indexer import rebuild_lexical
 from rag.lexical import LexicalIndex
+from rag.lexical_sync import rebuild_lexical
 from rag.store import ChunkStore
 
 from .measure import peak_rss_mb, rss_mb

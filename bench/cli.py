@@ -29,7 +29,7 @@ from typing import Any
 from rag.config import PROJECT_ROOT, Settings, load
 from rag.embed import Embedder
 from rag.generate import Generator
-from rag.indexer import IndexPaths
+from rag.index import IndexPaths
 
 from . import measure, report
 
@@ -208,7 +208,7 @@ def _formats(plan: Plan, settings: Settings, small: Settings, embedder: Embedder
 
 def _chunk_texts(settings: Settings, n: int, embedder: Embedder, limit: int = 512) -> list[str]:
     """Real stored chunk texts (title-prefixed windows), for the embedding batch-size sweep."""
-    from rag.indexer import IndexPaths, open_store
+    from rag.index import IndexPaths, open_store
 
     s = size_settings(settings, n)
     if not IndexPaths.of(s).catalog.exists():

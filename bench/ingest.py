@@ -25,7 +25,9 @@ import numpy as np
 from rag.chunk import chunk_paper
 from rag.config import Settings
 from rag.embed import Embedder, embed_documents
-from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
+from rag.index import IndexPaths, open_store
+from rag.indexer import build_index
+from rag.lexical_sync import rebuild_lexical
 from rag.parse import ParseReport, find_files, read_papers
 from rag.text import split_sentences
 

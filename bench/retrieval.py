@@ -21,7 +21,7 @@ import numpy as np
 from rag.catalog import Catalog
 from rag.config import Settings
 from rag.embed import Embedder
-from rag.indexer import IndexPaths, open_store
+from rag.index import IndexPaths, open_store
 from rag.lexical import LexicalIndex
 from rag.retrieve import Retriever
 

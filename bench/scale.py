@@ -4,7 +4,7 @@ Each paper of the source index is copied `factor` times under new ids (`<id>~r3`
 chunk vector is the real vector plus deterministic Gaussian noise (sigma 0.05 per dimension before renormalising:
 cosine ~0.7 to the original, so copies are near neighbours but not ties), and its text is the original text.
 Everything then goes through the real adapters (`rag.store.ChunkStore.upsert`, `rag.catalog.Catalog`,
-`rag.indexer.rebuild_lexical`), so `rag.retrieve.Retriever` searches it exactly as it searches a real index.
+`rag.lexical_sync.rebuild_lexical`), so `rag.retrieve.Retriever` searches it exactly as it searches a real index.
 
 What this does not reproduce: the vocabulary and vector spread of 100,000 distinct abstracts (BM25 sees each text
 `factor` times; HNSW sees clusters of `factor` near-duplicates). Figures from it are labelled "replicated".
@@ -21,7 +21,8 @@ import numpy as np
 from rag.catalog import Catalog
 from rag.config import Settings
 from rag.embed import Embedder
-from rag.indexer import IndexPaths, open_store, rebuild_lexical
+from rag.index import IndexPaths, open_store
+from rag.lexical_sync import rebuild_lexical
 from rag.records import Chunk
 
 from .measure import dir_size_mb, peak_rss_mb

@@ -127,7 +127,8 @@ def _progress(total_hint: int | None = None) -> Callable[[str, int], None]:
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     from .embed import load_embedder
-    from .indexer import build_index, check_rebuild, check_unlocked
+    from .index import check_unlocked
+    from .indexer import build_index, check_rebuild
 
     if args.drop_others and not args.rebuild:
         raise RagError("ingest: --drop-others only applies with --rebuild")
@@ -254,13 +255,13 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
     from .catalog import Catalog
     from .generate import resolve_model
-    from .indexer import IndexPaths
+    from .index import IndexPaths
 
     ip = IndexPaths.of(settings)
     papers = chunks = 0
     if ip.catalog.exists():
         from .embed import load_embedder
-        from .indexer import open_store
+        from .index import open_store
 
         cat = Catalog(ip.catalog)
         papers = cat.count()

@@ -14,8 +14,9 @@ that at every moment each paper in the catalog has all of its chunks in the stor
 A file whose hash matches its manifest row is not parsed again, so re-ingesting unchanged input embeds nothing.
 The whole run holds the data folder's writer lock (one Chroma folder serves every index in it).
 
-Not done here: parsing (parse.py), chunking (chunk.py), opening Chroma (store.py). A failing batch stops its file
-(reported as a skip, the file is retried next run) and the run goes on with the other files.
+Not done here: parsing (parse.py), chunking (chunk.py), opening Chroma (store.py), the index's layout and opening it
+for readers (index.py), BM25 upkeep (lexical_sync.py). A failing batch stops its file (reported as a skip, the file
+is retried next run) and the run goes on with the other files.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,12 +35,13 @@ from .chunk import chunk_paper, embed_text
 from .config import Settings
 from .embed import Embedder, embed_documents
 from .files import file_sha256
+from .index import IndexPaths, open_store
 from .lexical import LexicalIndex
-from .lock import check_unlocked as catalog_check_unlocked
+from .lexical_sync import journal_path, note_rewritten, rebuild_lexical
 from .lock import writer_lock
 from .parse import ParseReport, Skip, find_files, read_papers
 from .records import Chunk, IngestError, Paper, StoreError
-from .store import ChunkStore, drop_collection, paper_of
+from .store import ChunkStore, drop_collection
 
 log = logging.getLogger(__name__)
 
@@ -62,98 +64,6 @@ class IngestSummary:
     notes: list[Skip] = field(default_factory=list)
     seconds: float = 0.0
     collection: str = ""
-
-
-@dataclass(frozen=True)
-class IndexPaths:
-    """Where one index's parts live under the data folder, and its Chroma collection's name.
-
-    The collection is `chunks-<fingerprint>-<namespace>`, the namespace a random id made with the catalog and kept
-    in its meta table, so data folders sharing one Chroma server never share a collection (each ingest's sweep
-    deletes the chunks its own catalog does not know). An index built before the namespace existed has none in its
-    catalog and keeps its collection `chunks-<fingerprint>`; `ingest --rebuild` (which re-reads every stored
-    source) moves it to a namespaced one.
-    """
-
-    chroma: Path
-    folder: Path
-    base: str  # chunks-<fingerprint>
-
-    @classmethod
-    def of(cls, settings: Settings) -> IndexPaths:
-        fp = settings.fingerprint()
-        data = settings.paths.data_dir
-        return cls(chroma=data / "chroma", folder=data / f"index-{fp}", base=f"chunks-{fp}")
-
-    @property
-    def collection(self) -> str:
-        """Read from the catalog each time (no catalog yet: the base name); StoreError if it is damaged."""
-        namespace = read_meta(self.catalog, "namespace")
-        return f"{self.base}-{namespace}" if namespace else self.base
-
-    @property
-    def catalog(self) -> Path:
-        return self.folder / "catalog.sqlite"
-
-    @property
-    def lexical(self) -> Path:
-        return self.folder / "bm25"
-
-    @property
-    def lock_folder(self) -> Path:
-        """The data folder: its Chroma folder holds every index, so one writer at a time for all of them."""
-        return self.chroma.parent
-
-
-def check_unlocked(settings: Settings) -> None:
-    """Fail fast (StoreLockedError) if another process is writing this data folder: call it before loading the
-    embedder, so a second `ingest` says so in a second instead of after the model has loaded."""
-    catalog_check_unlocked(IndexPaths.of(settings).lock_folder)
-
-
-def open_store(settings: Settings, embedder: Embedder, create: bool = True,
-               collection: str | None = None) -> ChunkStore:
-    """The index's collection (or `collection`, for a new index whose catalog is not written yet). Opened for
-    reading (`create=False`) with a catalog present, it is checked against the catalog first (`check_agrees`): a
-    collection missing papers' chunks is a StoreError naming the fix."""
-    ip = IndexPaths.of(settings)
-    c = settings.chunking
-    stamp = {"fingerprint": settings.fingerprint(),
-             "chunking": f"max_tokens={c.max_tokens}, overlap_sentences={c.overlap_sentences}"}
-    store = ChunkStore(ip.chroma, collection or ip.collection, embedder.name, embedder.dim,
-                       url=settings.retrieval.chroma_url, create=create, stamp=stamp)
-    if not create and ip.catalog.is_file():
-        check_agrees(store, ip.catalog)
-    return store
-
-
-def check_agrees(store: ChunkStore, catalog_path: Path) -> None:
-    """Raise StoreError when catalogued papers have no chunk in the collection (e.g. another data folder's ingest
-    swept them from a shared server, or the collection was emptied).
-
-    Fast path: the chunk count the last completed ingest recorded, with no ingest since (no BM25 journal). Otherwise
-    the papers are compared: an ingest keeps every catalogued paper's chunks in the store at every moment (chunks
-    before catalog rows, catalog rows before chunks on removal), so even a killed or running ingest passes; the
-    catalog is read before the store, and papers found missing are checked again, against a concurrent removal.
-    """
-    recorded = read_meta(catalog_path, "chunks")
-    journal = _journal(catalog_path.parent / "bm25")
-    if recorded is not None and not journal.exists() and int(recorded) == store.count():
-        return
-    catalog = Catalog(catalog_path)
-    try:
-        catalogued = catalog.ids()
-        missing = catalogued - store.paper_ids()
-        if missing:
-            missing = (catalog.ids() & missing) - {paper_of(c) for c in store.chunk_ids(sorted(missing))}
-    finally:
-        catalog.close()
-    if missing:
-        where = store.url or str(store.path)
-        raise StoreError(
-            f"{where}: collection {store.name!r} disagrees with its catalog {catalog_path}: {len(missing)} of "
-            f"{len(catalogued)} papers have no chunks ({store.count()} chunks stored). Run `python -m rag ingest` "
-            "with the same --data-dir to embed them again (or `ingest --rebuild`, which re-reads every source)")
 
 
 def _source_name(path: Path, root: Path) -> str:
@@ -185,7 +95,7 @@ def _index_batch(batch: list[Paper], settings: Settings, embedder: Embedder, sto
             texts.append(text)
             metas.append({"source": paper.source, "has_code": paper.has_code})
     vectors = embed_documents(embedder, texts)
-    _note_rewritten(IndexPaths.of(settings).lexical, [p.paper_id for p in batch])
+    note_rewritten(IndexPaths.of(settings).lexical, [p.paper_id for p in batch])
     store.upsert(chunks, vectors, metas)
     stale = store.chunk_ids([p.paper_id for p in batch]) - {c.chunk_id for c in chunks}
     if stale:  # an older version of a paper (another title) had more chunks
@@ -401,7 +311,7 @@ def build_index(
             lexical = LexicalIndex.load(ip.lexical)
             stale = lexical is None or len(lexical) != store.count()
             del lexical  # not held while the new one is built (at 295k chunks, 250 MB)
-            if run.changed or stale or _journal(ip.lexical).exists():
+            if run.changed or stale or journal_path(ip.lexical).exists():
                 rebuild_lexical(store, catalog, ip.lexical, incremental=True)
                 # Published last, once catalog, collection and BM25 agree: readers that follow it (the app,
                 # between questions) reload then.
@@ -506,101 +416,5 @@ def _rebuild_roots(files: dict[str, tuple[list[str], str]], given: list[Path] | 
     return roots
 
 
-def index_generation(settings: Settings) -> str | None:
-    """An id that changes each time an ingest changes the index (None before the first): cheap to poll."""
-    return read_meta(IndexPaths.of(settings).catalog, "generation")
-
-
 def _ids_elsewhere(catalog: Catalog, source: str) -> set[str]:
     return {i for s, (ids, _) in catalog.files().items() if s != source for i in ids}
-
-
-def rebuild_lexical(store: ChunkStore, catalog: Catalog, folder: Path | None, page: int = 5000,
-                    incremental: bool = False) -> LexicalIndex:
-    """BM25 over every stored chunk (its title and text, as embedded), saved to `folder` (None: in memory only).
-
-    In full, chunks are read `page` at a time with their papers' titles and tokenized as they come, so memory holds
-    one page of texts and the index's compact counts, never every text: at 295k chunks the build peaked at 1.3 GB
-    instead of 3.5 GB (bench/RESULTS.md), with the same index.
-
-    `incremental` reuses the counts saved with the index in `folder` (`LexicalIndex.update`): only the chunk ids are
-    read from the store (0.9 s at 295k chunks), then the texts and titles of the chunks it has not counted and of
-    the papers in the journal of rewritten papers (`_note_rewritten`), since a paper whose title changed keeps its
-    chunk ids with new text. Without usable counts or journal it builds in full. Saving clears the journal.
-    Callers that write the store themselves (benches) and so keep no journal rebuild in full, the default.
-    """
-    def docs() -> Iterator[tuple[str, str, str]]:
-        for chunks in store.iter_chunks(page):
-            papers = catalog.get_many(pid for _, pid, _ in chunks)
-            for cid, pid, text in chunks:
-                yield cid, pid, embed_text(papers[pid].title if pid in papers else "", text)
-
-    def texts(rows: list[tuple[str, str]]) -> Iterator[tuple[str, str, str]]:
-        for i in range(0, len(rows), page):
-            part = rows[i : i + page]
-            got = store.texts_of([cid for cid, _ in part])
-            papers = catalog.get_many(pid for _, pid in part)
-            for cid, pid in part:
-                if cid in got:  # gone meanwhile: `update` notices the missing row and the build is done in full
-                    yield cid, pid, embed_text(papers[pid].title if pid in papers else "", got[cid])
-
-    started = time.perf_counter()
-    index = None
-    if incremental and folder is not None:
-        rewritten = _read_journal(folder)
-        if rewritten is not None:
-            rows = [row for page in store.iter_rows() for row in page]
-            index = LexicalIndex.update(folder, rows, rewritten, texts)
-    how = "updated" if index is not None else "built in full"
-    if index is None:
-        index = LexicalIndex.build(docs())
-    if folder is not None:
-        index.save(folder)
-        _journal(folder).unlink(missing_ok=True)  # after the save: a crash between only re-reads those papers
-    log.info("BM25 index of %d chunks %s in %.1f s", len(index), how, time.perf_counter() - started)
-    return index
-
-
-def _journal(lexical: Path) -> Path:
-    """Papers whose chunks were (or were about to be) written since the BM25 index in `lexical` was saved."""
-    return lexical.with_name(lexical.name + ".rewritten")
-
-
-def _note_rewritten(lexical: Path, paper_ids: list[str]) -> None:
-    """Journal these papers before their chunks are written: a chunk keeps its id when its paper's title changes,
-    so the saved counts cannot tell a rewritten chunk from an unchanged one, and a run killed after the write
-    would otherwise leave the next update counting the old text. Each note starts on a new line, so one cut short
-    by a kill never runs into the next ("abc" + "\ndef" reads as "abc" and "def")."""
-    path = _journal(lexical)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as f:
-        f.write("\n" + "\n".join(paper_ids) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _read_journal(lexical: Path) -> set[str] | None:
-    """The journaled paper ids (none without a journal), or None when it cannot be read (build in full)."""
-    try:
-        return {line for line in _journal(lexical).read_text(encoding="utf-8").splitlines() if line}
-    except FileNotFoundError:
-        return set()
-    except (OSError, UnicodeDecodeError) as e:
-        log.warning("journal of rewritten papers unreadable (%s): the BM25 index is built in full", e)
-        return None
-
-
-def lexical_for_reading(settings: Settings, store: ChunkStore, catalog: Catalog) -> LexicalIndex:
-    """For the app: the saved BM25 index, or one rebuilt from the store when it is missing or stale, saved only
-    if no other process is writing the data folder (the app never writes while `ingest` does)."""
-    ip = IndexPaths.of(settings)
-    lexical = LexicalIndex.load(ip.lexical)
-    # A journal left behind means an ingest wrote the store and did not save BM25 (killed, or running now): a
-    # retitled paper keeps its chunk count, so the count alone would not tell.
-    if lexical is not None and len(lexical) == store.count() and not _journal(ip.lexical).exists():
-        return lexical
-    try:
-        with writer_lock(ip.lock_folder):
-            return rebuild_lexical(store, catalog, ip.lexical, incremental=True)
-    except StoreError:  # another process writes (StoreLockedError), or the folder is read-only: build in memory
-        return rebuild_lexical(store, catalog, None)

@@ -25,15 +25,8 @@ from .config import Settings
 from .embed import Embedder, load_embedder
 from .evidence import SentenceScorer, best_sentence_score, relevant_papers, select_evidence
 from .generate import Generator, LlamaGenerator, Message
-from .indexer import (
-    IndexPaths,
-    IngestSummary,
-    Progress,
-    build_index,
-    check_unlocked,
-    lexical_for_reading,
-    open_store,
-)
+from .index import IndexPaths, check_unlocked, lexical_for_reading, open_store
+from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Hit, StoreError
 from .retrieve import Filters, Retrieved, Retriever

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from rag.catalog import Catalog
 from rag.chunk import approx_tokens
-from rag.indexer import IndexPaths, build_index, chunk_texts, open_store
+from rag.index import IndexPaths, open_store
+from rag.indexer import build_index, chunk_texts
 from rag.parse import MAX_ABSTRACT_CHARS, MIN_ABSTRACT_CHARS, ParseReport, iter_papers, make_paper, read_papers
 from rag.records import IngestError
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import free_port, make_settings, server_process
 from fakes import HashEmbedder, ScriptedGenerator
 
-from rag.indexer import IndexPaths, open_store
+from rag.index import IndexPaths, open_store
 from rag.pipeline import Assistant, ingest
 from rag.records import StoreError
 

@@ -168,8 +168,10 @@ def _verify(data: Path, corpus: Path, versions: list[Path]) -> dict[str, Any]:
 
     from rag.catalog import Catalog
     from rag.chunk import embed_text
-    from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
+    from rag.index import IndexPaths, open_store
+    from rag.indexer import build_index
     from rag.lexical import LexicalIndex
+    from rag.lexical_sync import rebuild_lexical
 
     emb = HashEmbedder()
     s = _settings(data, corpus)

@@ -18,8 +18,10 @@ from fakes import HashEmbedder
 
 from rag.catalog import Catalog
 from rag.chunk import embed_text
-from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
+from rag.index import IndexPaths, open_store
+from rag.indexer import build_index
 from rag.lexical import LexicalIndex
+from rag.lexical_sync import rebuild_lexical
 
 
 def _corpus(n: int = 600) -> list[tuple[str, str, str]]:

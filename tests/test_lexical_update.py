@@ -24,8 +24,10 @@ from rag import indexer
 from rag.bm25_counts import FILE
 from rag.catalog import Catalog
 from rag.config import Settings
-from rag.indexer import IndexPaths, build_index, open_store, rebuild_lexical
+from rag.index import IndexPaths, lexical_for_reading, open_store
+from rag.indexer import build_index
 from rag.lexical import LexicalIndex
+from rag.lexical_sync import journal_path, rebuild_lexical
 
 
 def columns(index: LexicalIndex) -> dict[str, tuple[list[int], list[float]]]:
@@ -160,7 +162,7 @@ def _check(s: Settings, emb: HashEmbedder) -> None:
         assert got is not None
         assert_same_answers(got, want, ["solar cell", "qubit", "graph neural network", "zebrafish", "topic3",
                                         "retitled", "9.7x llm-based", "latency benchmark"])
-        assert not indexer._journal(ip.lexical).exists()
+        assert not journal_path(ip.lexical).exists()
     finally:
         catalog.close()
 
@@ -174,7 +176,7 @@ def test_ingests_update_the_index_as_a_full_rebuild_would(tmp_path: Path, monkey
     a = [(f"Paper A{i} topic{i % 5}", _abstract(rng, f"topic{i % 5}")) for i in range(30)]
     b = [(f"Paper B{i} zebrafish", _abstract(rng, "zebrafish")) for i in range(12)]
     _write(corpus, "a.jsonl", a)
-    caplog.set_level(logging.INFO, logger="rag.indexer")
+    caplog.set_level(logging.INFO, logger="rag.lexical_sync")
 
     def ingest(how: str) -> None:
         caplog.clear()
@@ -239,14 +241,14 @@ def test_the_app_repairs_an_index_left_stale_by_a_killed_ingest(tmp_path: Path,
     monkeypatch.setattr(indexer, "rebuild_lexical", real)
     ip = IndexPaths.of(s)
     stale = LexicalIndex.load(ip.lexical)
-    assert stale is not None and not stale.knows("kiwifruit") and indexer._journal(ip.lexical).exists()
+    assert stale is not None and not stale.knows("kiwifruit") and journal_path(ip.lexical).exists()
 
     store, catalog = open_store(s, emb, create=False), Catalog(ip.catalog)
     try:
-        got = indexer.lexical_for_reading(s, store, catalog)
+        got = lexical_for_reading(s, store, catalog)
         assert got.knows("kiwifruit")
         assert_same_answers(got, rebuild_lexical(store, catalog, None), ["kiwifruit", "topic1", "paper a2"])
-        assert not indexer._journal(ip.lexical).exists()  # repaired and saved
+        assert not journal_path(ip.lexical).exists()  # repaired and saved
         again = LexicalIndex.load(ip.lexical)
         assert again is not None and again.knows("kiwifruit")
     finally:

@@ -28,7 +28,8 @@ from fakes import HashEmbedder, ScriptedGenerator
 from rag import generate as G
 from rag.catalog import Catalog
 from rag.config import Generation, load
-from rag.indexer import IndexPaths, build_index, check_unlocked, open_store
+from rag.index import IndexPaths, check_unlocked, open_store
+from rag.indexer import build_index
 from rag.pipeline import Assistant
 from rag.records import Chunk, ModelError, StoreError, StoreLockedError
 from rag.retrieve import Filters
@@ -330,7 +331,7 @@ def test_writer_lock_in_process_is_exclusive_and_reentrant_after_release(tmp_pat
 
 
 def test_the_app_rebuilds_bm25_in_memory_while_ingest_writes(tmp_path: Path, corpus: Path) -> None:
-    from rag.indexer import lexical_for_reading
+    from rag.index import lexical_for_reading
     from rag.lock import writer_lock
 
     s = _settings(tmp_path, corpus)

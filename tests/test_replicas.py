@@ -17,7 +17,7 @@ import pytest
 from conftest import free_port, server_process
 
 from rag.config import load
-from rag.indexer import IndexPaths
+from rag.index import IndexPaths
 from rag.lock import writer_lock
 
 PRIVGATE = "6480b13cf7654701"

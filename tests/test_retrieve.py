@@ -15,8 +15,10 @@ from conftest import ROOT, make_settings
 from fakes import HashEmbedder
 
 from rag.catalog import Catalog
-from rag.indexer import IndexPaths, build_index, open_store
+from rag.index import IndexPaths, open_store
+from rag.indexer import build_index
 from rag.lexical import LexicalIndex
+from rag.question import read
 from rag.records import Passage
 from rag.retrieve import Filters, Retriever
 from rag.store import ChunkStore, StoredChunk
@@ -224,12 +226,13 @@ def test_distinctive_terms_are_those_a_search_per_term_finds_in_few_papers(retri
     limit = max(2, retriever.catalog.count() // 200)
     found = 0
     for q in QUESTIONS + ["What does SOLAR stand for?", "What is PrivGate?"]:
-        got = retriever.search(q)
-        top = got.hits[0].paper
+        top = retriever.search(q).hits[0].paper
         words = set(tokens(top.raw + " " + top.title))
-        want = tuple(t for t in dict.fromkeys(tokens(q)) if len(t) >= 3 and t in words
-                     and _few_by_search(lexical, t, limit * 4 + 8, limit))
-        assert got.distinctive == want, q
+        rare = retriever.rare_terms(q)
+        assert rare == tuple(t for t in dict.fromkeys(tokens(q)) if len(t) >= 3
+                             and _few_by_search(lexical, t, limit * 4 + 8, limit)), q
+        want = tuple(t for t in rare if t in words)
+        assert read(q).in_corpus((), rare).distinctive(words) == want, q
         found += bool(want)
     assert found  # some questions do have distinctive terms
 

@@ -192,7 +192,8 @@ def test_a_rebuild_while_serving_never_leaves_the_app_without_an_index(tmp_path:
     from conftest import make_settings
     from fakes import HashEmbedder, ScriptedGenerator
 
-    from rag.indexer import IndexPaths, build_index
+    from rag.index import IndexPaths
+    from rag.indexer import build_index
     from rag.pipeline import Assistant
     from rag.store import ChunkStore
 

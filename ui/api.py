@@ -57,7 +57,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from rag.config import Settings
 from rag.generate import Message
-from rag.indexer import index_generation
+from rag.index import index_generation
 from rag.pipeline import Assistant
 from rag.records import Answer, ConfigError, ModelError, RagError, StoreError
 from rag.retrieve import Filters

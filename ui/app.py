@@ -29,7 +29,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 import gradio as gr  # noqa: E402
 
 from rag.config import Settings  # noqa: E402
-from rag.indexer import index_generation  # noqa: E402
+from rag.index import index_generation  # noqa: E402
 from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in warm(), not at import)
 from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError, StoreLockedError  # noqa: E402
 from rag.retrieve import Filters  # noqa: E402
