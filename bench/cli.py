@@ -191,7 +191,8 @@ def run(plan: Plan, settings: Settings, embedder: Embedder, generator: Generator
 def _formats(plan: Plan, settings: Settings, small: Settings, embedder: Embedder, qs: list[str],
              copy_gbs: float) -> dict[str, Any]:
     """Speed and fidelity of the first model's requantized copies (bench/formats.py), on the pipeline's prompt."""
-    from rag.generate import LlamaGenerator, physical_cores
+    from rag.cpu import physical_cores
+    from rag.generate import LlamaGenerator
 
     from . import e2e
     from .formats import formats

@@ -2,7 +2,7 @@
 
 `generation.quantize = "auto"` loads a Q8_0 copy of a Q4_1/Q5_0/Q5_1 file and leaves Q4_0 alone. This section
 measures why, and what the other formats would give: each candidate is made once from the model with
-`rag.generate.quantized_copy` (the app's own code), then measured with llama.cpp at the app's settings:
+`rag.quantize.quantized_copy` (the app's own code), then measured with llama.cpp at the app's settings:
 - speed: prefill and decode tok/s on the pipeline's cold prompt (decode both through llama-cpp-python's `generate`
   and through a bare C-API loop, `bench.llm.raw_decode_rate`, to show what the binding costs), the bytes of weights
   read per decoded token, the rate they are read at while decoding (bytes x tok/s) and that over the copy bandwidth
@@ -27,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from rag.generate import FTYPE_Q4_0, FTYPE_Q5_0, FTYPE_Q5_1, FTYPE_Q8_0, Message, quantized_copy
+from rag.generate import Message
+from rag.gguf import FTYPE_Q4_0, FTYPE_Q5_0, FTYPE_Q5_1, FTYPE_Q8_0
+from rag.quantize import quantized_copy
 
 from . import llm
 from .measure import median

@@ -2,7 +2,7 @@
 
 For every model: TTFT and pieces/s through `rag.generate.LlamaGenerator` exactly as the pipeline builds it (the
 current defaults, including the Q8_0 copy `generation.quantize` prepares); then llama.cpp-level figures
-(bench/llm.py) for the original file and its Q8_0 copy (`rag.generate.quantized_copy`, the app's own code), each with
+(bench/llm.py) for the original file and its Q8_0 copy (`rag.quantize.quantized_copy`, the app's own code), each with
 the old defaults (batch 512) and the current ones, and with --sweep, for the first model, a flash_attn / n_threads /
 n_batch sweep whose winner is measured in full. A fake generator (tests) gets only the protocol-level figures.
 """
@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from rag.config import Settings
+from rag.cpu import physical_cores
 from rag.embed import Embedder
-from rag.generate import Generator, LlamaGenerator, model_file, physical_cores, quantized_copy
+from rag.generate import Generator, LlamaGenerator
+from rag.gguf import model_file
+from rag.quantize import quantized_copy
 
 from . import e2e, llm
 

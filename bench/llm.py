@@ -1,8 +1,9 @@
 """Generation figures on the real GGUFs: time to first token, prefill and decode rates, and their ceilings.
 
-This module talks to llama_cpp directly (besides `rag.generate`, the only place that does) because the bench sweeps
-knobs per run (flash_attn, n_threads, n_batch) and times prefill and decode apart, which a chat stream cannot.
-Requantized copies come from `rag.generate.quantized_copy`, the code the app itself uses.
+This module talks to llama_cpp directly (besides `rag.generate` and `rag.quantize`, the only places that do) because
+the bench sweeps knobs per run (flash_attn, n_threads, n_batch) and times prefill and decode apart, which a chat
+stream cannot.
+Requantized copies come from `rag.quantize.quantized_copy`, the code the app itself uses.
 
 For a chat prompt rendered with the GGUF's own template (as llama-cpp-python's chat handler does):
 - prefill tok/s: the prompt evaluated from an empty context, prompt tokens / seconds;

@@ -43,8 +43,10 @@ import httpx
 
 from bench.measure import machine, percentile
 from rag.config import PROJECT_ROOT, Settings, load
-from rag.generate import physical_cores, prepare_model, resolve_model
+from rag.cpu import physical_cores
+from rag.gguf import resolve_model
 from rag.pipeline import Assistant, ingest
+from rag.quantize import prepare_model
 
 
 def _free_port() -> int:

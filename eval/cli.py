@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_model(name: str, models_dir: Path) -> Path:
-    from rag.generate import model_file
+    from rag.gguf import model_file
 
     path = model_file(name, models_dir)  # a preset's installed file (or how to install it), else the path
     if not path.is_file():
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     first = Assistant(with_model(settings, str(paths[0])) if paths[0] else settings)
     ingest(settings, embedder=first.embedder)  # idempotent: a no-op when the index matches the seeds
     searcher = Assistant(first.settings, embedder=R.QueryCache(first.embedder))
-    retrieval = R.retrieval_pass(searcher, questions, settings.retrieval.top_k, progress)
+    retrieval = R.retrieval_pass(searcher, questions, settings.retrieval.min_similarity, progress)
 
     if args.retrieval_only or not args.models:
         summary = R.evaluate(first, first.settings, questions, out, retrieval_only=args.retrieval_only,

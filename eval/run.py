@@ -2,7 +2,7 @@
 
 One run = one folder holding `questions.jsonl` (one scored record per question), `summary.json` (overall and
 per-kind metrics, latency percentiles, the abstention threshold sweep, stamped with what produced it) and the
-report written by `eval.report`. This module calls only the pipeline API (`Assistant.search/condense/ask`); it
+report written by `eval.report`. This module calls only the pipeline API (`Assistant.search/read/retrieve/ask`); it
 does not parse model output or choose evidence, so the numbers describe exactly what a user would get.
 """
 
@@ -120,23 +120,30 @@ class Pipeline(Protocol):
     def search(self, question: str, filters: Any = None, top_k: int | None = None,
                mode: str | None = None) -> Any: ...
 
-    def condense(self, question: str, history: list[dict[str, str]]) -> str: ...
+    def read(self, question: str, history: list[dict[str, str]] | None = None) -> Any: ...
+
+    def retrieve(self, question: Any, filters: Any = None, top_k: int | None = None) -> Any: ...
 
     def ask(self, question: str, history: list[dict[str, str]] | None = None, filters: Any = None) -> Answer: ...
 
 
-def retrieval_pass(pipe: Pipeline, questions: Sequence[Question], gate_k: int,
+def retrieval_pass(pipe: Pipeline, questions: Sequence[Question], min_similarity: float,
                    progress: bool = True) -> dict[str, dict[str, Any]]:
     """Per question id: the query searched, ranked paper ids and scores per mode, hybrid timings, similarities.
 
-    `gate_similarity` is the best chunk similarity over the first `gate_k` hybrid hits: the value the pipeline
-    compares with `retrieval.min_similarity` before generating, so the threshold sweep calibrates that gate.
+    `gate_similarity` places the question on the threshold sweep through the pipeline's own gate
+    (`rag.answerable.gate`, on the papers the pipeline retrieves for it): the best chunk similarity it compares with
+    `retrieval.min_similarity`, -1 when the gate abstains at any threshold (a name no abstract contains) and 2 when
+    at none (a rare word of the question in the top paper, a follow-up pinned to cited papers).
     """
     from tqdm import tqdm
 
+    from rag.answerable import gate
+
     out: dict[str, dict[str, Any]] = {}
     for q in tqdm(questions, desc="retrieval", unit="q", file=sys.stderr, disable=not progress):
-        query = pipe.condense(q.question, list(q.history)) if q.history else q.question
+        read = pipe.read(q.question, list(q.history))
+        query = read.searched
         rec: dict[str, Any] = {"query": query, "ranked": {}, "scores": {}, "timings": {}}
         for mode in MODES:
             got = pipe.search(query, top_k=RANK_DEPTH, mode=mode)
@@ -145,7 +152,14 @@ def retrieval_pass(pipe: Pipeline, questions: Sequence[Question], gate_k: int,
             if mode == "hybrid":
                 rec["timings"] = dict(got.timings)
                 rec["top_similarity"] = got.hits[0].best_similarity if got.hits else 0.0
-                rec["gate_similarity"] = max((h.best_similarity for h in got.hits[:gate_k]), default=0.0)
+        hits = pipe.retrieve(read).hits
+        if gate(read, hits, 0.0):
+            rec["gate_similarity"] = -1.0
+        elif not gate(read, hits, 2.0):
+            rec["gate_similarity"] = 2.0
+        else:
+            rec["gate_similarity"] = max(h.best_similarity for h in hits)
+        assert (gate(read, hits, min_similarity) is not None) == (rec["gate_similarity"] < min_similarity)
         out[q.id] = rec
     return out
 
@@ -311,7 +325,7 @@ def _sha16(path: str, size: int, mtime_ns: int) -> str:  # size and mtime in the
 
 def model_stamp(settings: Settings) -> dict[str, Any]:
     """The GGUF's file name and the first 16 hex digits of its sha256 (None values if it cannot be found)."""
-    from rag.generate import resolve_model
+    from rag.gguf import resolve_model
     from rag.records import RagError
 
     try:
@@ -351,7 +365,7 @@ def evaluate(pipe: Pipeline, settings: Settings, questions: Sequence[Question], 
 
     started = time.perf_counter() if started is None else started
     if retrieval is None:
-        retrieval = retrieval_pass(pipe, questions, settings.retrieval.top_k, progress)
+        retrieval = retrieval_pass(pipe, questions, settings.retrieval.min_similarity, progress)
     answers = None
     if not retrieval_only:
         if warm is not None:

@@ -254,7 +254,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
     from .catalog import Catalog
-    from .generate import resolve_model
+    from .gguf import resolve_model
     from .index import IndexPaths
 
     ip = IndexPaths.of(settings)
@@ -285,7 +285,7 @@ def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     from . import presets
 
-    models_dir = settings.paths.data_dir / "models"  # where rag.generate.resolve_model looks for presets
+    models_dir = settings.paths.data_dir / "models"  # where rag.gguf.resolve_model looks for presets
     if args.action == "install":
         if not args.name:
             raise RagError("models install: name a preset (`python -m rag models` lists them)")

@@ -12,7 +12,8 @@ against the pin, fsyncs, renames the file into place and writes a provenance rec
 at any point leaves no file at the final path; the next install removes what a dead process left behind.
 `installed_path` decides "installed" from the file's size and that record alone (no re-hash on every start).
 
-Not here: loading a model (rag/generate.py), choosing one (settings, `--model`), or any download at run time.
+Not here: loading a model (rag/generate.py), resolving a name to its file (rag/gguf.py), choosing one (settings,
+`--model`), or any download at run time.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bench.formats import compare, formats
-from rag import generate as G
+from rag import gguf
 
 
 def _logp(rows: list[list[float]]) -> np.ndarray:
@@ -41,7 +41,7 @@ def test_formats_of_the_real_model_rank_fidelity(tmp_path: Path) -> None:
     messages = [{"role": "user", "content": "What does PrivGate reduce? Answer in one sentence."}]
     texts = ["We propose PrivGate, a framework that selectively invokes explicit reasoning based on internal "
              "privacy signals, and reduces privacy leakage by 62.6% with 15.9% token overhead."]
-    res = formats(G.default_model_path(), tmp_path, messages, texts, threads=2, n_batch=128, copy_gbs=20.0,
+    res = formats(gguf.default_model_path(), tmp_path, messages, texts, threads=2, n_batch=128, copy_gbs=20.0,
                   repeats=1, names=("F16", "Q8_0", "Q4_0"))
     rows = res["rows"]
     assert set(rows) == {"F16", "original", "Q8_0", "Q4_0"}

@@ -1,4 +1,4 @@
-"""`rag.generate.prepare_model`: which GGUFs get a Q8_0 copy, that the copy is made once and reused, and that every
+"""`rag.quantize.prepare_model`: which GGUFs get a Q8_0 copy, that the copy is made once and reused, and that every
 way it can go wrong (changed source, truncated copy, failed or interrupted quantize, read-only folder) ends with a
 good copy or the original file, never a half file.
 
@@ -22,10 +22,11 @@ import pytest
 from conftest import ROOT
 
 from rag import generate as G
+from rag import gguf, quantize
 from rag.config import Generation
 
 
-def fake_gguf(path: Path, file_type: int | None, size: int = G.MIN_GGUF_BYTES) -> Path:
+def fake_gguf(path: Path, file_type: int | None, size: int = gguf.MIN_GGUF_BYTES) -> Path:
     """A GGUF v3 header (architecture, an array to skip, file type) padded to `size` bytes (sparse: no disk use)."""
     def s(text: str) -> bytes:
         return struct.pack("<Q", len(text)) + text.encode()
@@ -49,25 +50,25 @@ def _folder_files(data_dir: Path) -> list[str]:
 
 
 def test_file_type_is_read_from_the_header(tmp_path: Path) -> None:
-    assert G.gguf_file_type(fake_gguf(tmp_path / "a.gguf", G.FTYPE_Q4_1)) == G.FTYPE_Q4_1
-    assert G.gguf_file_type(fake_gguf(tmp_path / "b.gguf", None)) is None
+    assert gguf.gguf_file_type(fake_gguf(tmp_path / "a.gguf", gguf.FTYPE_Q4_1)) == gguf.FTYPE_Q4_1
+    assert gguf.gguf_file_type(fake_gguf(tmp_path / "b.gguf", None)) is None
     (tmp_path / "c.gguf").write_bytes(b"not a gguf at all")
-    assert G.gguf_file_type(tmp_path / "c.gguf") is None
+    assert gguf.gguf_file_type(tmp_path / "c.gguf") is None
 
 
 @pytest.mark.parametrize("mode, file_type, size", [
-    ("off", G.FTYPE_Q4_1, G.MIN_GGUF_BYTES),  # never
-    ("auto", 15, G.MIN_GGUF_BYTES),  # Q4_K_M: K-quants already have fast kernels
-    ("auto", G.FTYPE_Q8_0, G.MIN_GGUF_BYTES),
-    ("q8_0", G.FTYPE_Q8_0, G.MIN_GGUF_BYTES),  # already what "q8_0" would make
-    ("auto", G.FTYPE_Q4_1, G.AUTO_MAX_BYTES),  # a 4-bit file of 1 GB or more is not doubled silently
-    ("auto", G.FTYPE_Q4_0, G.MIN_GGUF_BYTES),  # Q4_0's repacked kernels beat its own Q8_0 copy (bench formats)
+    ("off", gguf.FTYPE_Q4_1, gguf.MIN_GGUF_BYTES),  # never
+    ("auto", 15, gguf.MIN_GGUF_BYTES),  # Q4_K_M: K-quants already have fast kernels
+    ("auto", gguf.FTYPE_Q8_0, gguf.MIN_GGUF_BYTES),
+    ("q8_0", gguf.FTYPE_Q8_0, gguf.MIN_GGUF_BYTES),  # already what "q8_0" would make
+    ("auto", gguf.FTYPE_Q4_1, quantize.AUTO_MAX_BYTES),  # a 4-bit file of 1 GB or more is not doubled silently
+    ("auto", gguf.FTYPE_Q4_0, gguf.MIN_GGUF_BYTES),  # Q4_0's repacked kernels beat its own Q8_0 copy (bench formats)
 ])
 def test_files_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, file_type: int,
                           size: int) -> None:
     src = fake_gguf(tmp_path / "m.gguf", file_type, size)
-    monkeypatch.setattr(G, "quantized_copy", lambda *a, **k: pytest.fail("must not quantize"))
-    assert G.prepare_model(src, replace(Generation(), quantize=mode), tmp_path / "data") == src
+    monkeypatch.setattr(quantize, "quantized_copy", lambda *a, **k: pytest.fail("must not quantize"))
+    assert quantize.prepare_model(src, replace(Generation(), quantize=mode), tmp_path / "data") == src
     assert not (tmp_path / "data").exists()
 
 
@@ -78,13 +79,14 @@ def test_auto_and_forced_modes_ask_for_a_copy(tmp_path: Path, monkeypatch: pytes
         calls.append(folder)
         return folder / "copy.gguf", True
 
-    monkeypatch.setattr(G, "quantized_copy", fake_copy)
+    monkeypatch.setattr(quantize, "quantized_copy", fake_copy)
     data = tmp_path / "data"
-    cases = [("auto", G.FTYPE_Q4_1), ("auto", G.FTYPE_Q5_0), ("auto", G.FTYPE_Q5_1), ("q8_0", 15),
-             ("q8_0", G.FTYPE_Q4_0)]
+    cases = [("auto", gguf.FTYPE_Q4_1), ("auto", gguf.FTYPE_Q5_0), ("auto", gguf.FTYPE_Q5_1), ("q8_0", 15),
+             ("q8_0", gguf.FTYPE_Q4_0)]
     for mode, ftype in cases:
         src = fake_gguf(tmp_path / f"{mode}{ftype}.gguf", ftype)
-        assert G.prepare_model(src, replace(Generation(), quantize=mode), data) == data / "models/prepared/copy.gguf"
+        want = data / "models/prepared/copy.gguf"
+        assert quantize.prepare_model(src, replace(Generation(), quantize=mode), data) == want
     assert calls == [data / "models" / "prepared"] * len(cases)
 
 
@@ -102,9 +104,9 @@ def test_a_failed_quantize_leaves_no_file_and_falls_back(tmp_path: Path, monkeyp
                                                          caplog: pytest.LogCaptureFixture) -> None:
     import llama_cpp
 
-    src = fake_gguf(tmp_path / "m.Q4_1.gguf", G.FTYPE_Q4_1)
+    src = fake_gguf(tmp_path / "m.Q4_1.gguf", gguf.FTYPE_Q4_1)
     monkeypatch.setattr(llama_cpp, "llama_model_quantize", _failing_quantize(1))
-    assert G.prepare_model(src, Generation(), tmp_path / "data") == src
+    assert quantize.prepare_model(src, Generation(), tmp_path / "data") == src
     assert _folder_files(tmp_path / "data") == []
     assert "no Q8_0 copy" in caplog.text and "quantize returned 1" in caplog.text
 
@@ -112,10 +114,10 @@ def test_a_failed_quantize_leaves_no_file_and_falls_back(tmp_path: Path, monkeyp
 def test_an_interrupted_quantize_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import llama_cpp
 
-    src = fake_gguf(tmp_path / "m.Q4_1.gguf", G.FTYPE_Q4_1)
+    src = fake_gguf(tmp_path / "m.Q4_1.gguf", gguf.FTYPE_Q4_1)
     monkeypatch.setattr(llama_cpp, "llama_model_quantize", _failing_quantize(None))
     with pytest.raises(KeyboardInterrupt):  # Ctrl-C is not swallowed, but cleans up on its way out
-        G.prepare_model(src, Generation(), tmp_path / "data")
+        quantize.prepare_model(src, Generation(), tmp_path / "data")
     assert _folder_files(tmp_path / "data") == []
 
 
@@ -130,7 +132,7 @@ def test_a_killed_quantize_leftover_is_removed_next_time(tmp_path: Path, monkeyp
     mine = folder / f".other.gguf.{os.getpid()}.tmp"  # a live process's file is not touched
     mine.write_bytes(b"GGUF busy")
     monkeypatch.setattr(llama_cpp, "llama_model_quantize", _failing_quantize(1))
-    G.prepare_model(fake_gguf(tmp_path / "m.Q4_1.gguf", G.FTYPE_Q4_1), Generation(), tmp_path / "data")
+    quantize.prepare_model(fake_gguf(tmp_path / "m.Q4_1.gguf", gguf.FTYPE_Q4_1), Generation(), tmp_path / "data")
     assert not leftover.exists() and mine.exists()
 
 
@@ -138,8 +140,8 @@ def test_an_unwritable_data_dir_falls_back(tmp_path: Path, caplog: pytest.LogCap
     data = tmp_path / "data"
     data.mkdir()
     (data / "models").write_text("a file where the models folder should be")  # mkdir fails, as on a full disk
-    src = fake_gguf(tmp_path / "m.Q4_1.gguf", G.FTYPE_Q4_1)
-    assert G.prepare_model(src, Generation(), data) == src
+    src = fake_gguf(tmp_path / "m.Q4_1.gguf", gguf.FTYPE_Q4_1)
+    assert quantize.prepare_model(src, Generation(), data) == src
     assert "no Q8_0 copy" in caplog.text
 
 
@@ -154,8 +156,8 @@ def test_a_read_only_data_dir_falls_back(tmp_path: Path) -> None:
         pytest.skip("no private mount namespace here (unshare -m); cannot make a folder read-only for root")
     data = tmp_path / "data"
     data.mkdir()
-    src = fake_gguf(tmp_path / "m.Q4_1.gguf", G.FTYPE_Q4_1)
-    code = ("import sys; from pathlib import Path; from rag.generate import prepare_model; from rag.config import "
+    src = fake_gguf(tmp_path / "m.Q4_1.gguf", gguf.FTYPE_Q4_1)
+    code = ("import sys; from pathlib import Path; from rag.quantize import prepare_model; from rag.config import "
             "Generation; print(prepare_model(Path(sys.argv[1]), Generation(), Path(sys.argv[2])))")
     done = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {data} {data} && "
                            f"mount -o remount,bind,ro {data} && {sys.executable} -c '{code}' {src} {data}"],
@@ -172,17 +174,17 @@ def test_a_read_only_data_dir_falls_back(tmp_path: Path) -> None:
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """(a private copy of the Q4_1 source, the data folder, its Q8_0 copy), made once for the module."""
     root = tmp_path_factory.mktemp("prep")
-    src = root / G.DEFAULT_GGUF
-    shutil.copy2(G.default_model_path(), src)
+    src = root / gguf.DEFAULT_GGUF
+    shutil.copy2(gguf.default_model_path(), src)
     data = root / "data"
-    copy = G.prepare_model(src, Generation(), data)
+    copy = quantize.prepare_model(src, Generation(), data)
     return src, data, copy
 
 
 @pytest.mark.slow
 def test_the_copy_is_q8_0_loads_and_answers(prepared: tuple[Path, Path, Path]) -> None:
     src, data, copy = prepared
-    assert copy != src and copy.parent == data / "models" / "prepared" and G.gguf_file_type(copy) == G.FTYPE_Q8_0
+    assert copy != src and copy.parent == data / "models" / "prepared" and gguf.gguf_file_type(copy) == gguf.FTYPE_Q8_0
     record = json.loads(copy.with_suffix(".json").read_text())
     assert record["source"] == str(src.resolve()) and record["size"] == copy.stat().st_size
     gen = G.LlamaGenerator(replace(Generation(), model_path=str(src), probe_timeout=0), data)
@@ -196,17 +198,17 @@ def test_the_copy_is_reused_then_remade_when_source_or_copy_change(prepared: tup
     src, data, copy = prepared
     folder = data / "models" / "prepared"
     before = copy.stat()
-    assert G.quantized_copy(src, folder, 2) == (copy, False)
+    assert quantize.quantized_copy(src, folder, 2) == (copy, False)
     assert (copy.stat().st_ino, copy.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
     os.utime(src)  # a new mtime, same content: re-hashed, still reused
-    assert G.quantized_copy(src, folder, 2) == (copy, False)
+    assert quantize.quantized_copy(src, folder, 2) == (copy, False)
     assert copy.stat().st_ino == before.st_ino
 
     with copy.open("r+b") as fh:  # a truncated copy is detected and made again
         fh.truncate(before.st_size // 2)
-    assert G.quantized_copy(src, folder, 2) == (copy, True)
-    assert copy.stat().st_size == before.st_size and G.gguf_file_type(copy) == G.FTYPE_Q8_0
+    assert quantize.quantized_copy(src, folder, 2) == (copy, True)
+    assert copy.stat().st_size == before.st_size and gguf.gguf_file_type(copy) == gguf.FTYPE_Q8_0
 
     made = json.loads(copy.with_suffix(".json").read_text())
     with src.open("r+b") as fh:  # a changed source (one weight byte of the last tensor, same size): made again
@@ -214,7 +216,7 @@ def test_the_copy_is_reused_then_remade_when_source_or_copy_change(prepared: tup
         last = fh.read(1)
         fh.seek(-1, os.SEEK_END)
         fh.write(bytes([last[0] ^ 1]))
-    assert G.quantized_copy(src, folder, 2) == (copy, True)
+    assert quantize.quantized_copy(src, folder, 2) == (copy, True)
     remade = json.loads(copy.with_suffix(".json").read_text())
     assert remade["source_sha256"] != made["source_sha256"]
     assert sorted(p.name for p in folder.iterdir()) == sorted([copy.name, copy.with_suffix(".json").name])

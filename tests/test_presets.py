@@ -23,7 +23,8 @@ import pytest
 from rag import presets
 from rag.cli import main
 from rag.config import Generation, load
-from rag.generate import LlamaGenerator, default_model_path, resolve_model
+from rag.generate import LlamaGenerator
+from rag.gguf import default_model_path, resolve_model
 from rag.presets import Part, Preset
 from rag.records import ModelError
 

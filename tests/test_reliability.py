@@ -26,6 +26,7 @@ from conftest import ROOT, SEEDS, make_settings
 from fakes import HashEmbedder, ScriptedGenerator
 
 from rag import generate as G
+from rag import gguf
 from rag.catalog import Catalog
 from rag.config import Generation, load
 from rag.index import IndexPaths, check_unlocked, open_store
@@ -485,19 +486,19 @@ def test_bad_model_files_are_one_clear_error(tmp_path: Path, name: str, data: by
 def test_a_crashing_or_hanging_load_stays_in_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF" + os.urandom(2 << 20))
-    monkeypatch.setattr(G, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    monkeypatch.setattr(gguf, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(ModelError, match=r"llama.cpp crashed reading this file \(signal 11\)"):
         G.LlamaGenerator(_gen(path))
-    monkeypatch.setattr(G, "_PROBE", "import time; time.sleep(60)")
+    monkeypatch.setattr(gguf, "_PROBE", "import time; time.sleep(60)")
     t = time.perf_counter()
     with pytest.raises(ModelError, match="did not load within 1 s"):
-        G.probe_gguf(path, timeout=1)
+        gguf.probe_gguf(path, timeout=1)
     assert time.perf_counter() - t < 10
 
 
 @pytest.mark.slow
 def test_a_truncated_real_model_is_rejected_and_a_good_one_probes_quickly(tmp_path: Path) -> None:
-    good = G.default_model_path()
+    good = gguf.default_model_path()
     cut = tmp_path / "cut.gguf"
     with good.open("rb") as src, cut.open("wb") as dst:
         dst.write(src.read(good.stat().st_size // 2))
@@ -506,12 +507,12 @@ def test_a_truncated_real_model_is_rejected_and_a_good_one_probes_quickly(tmp_pa
     copy = tmp_path / "copy.gguf"
     shutil.copyfile(good, copy)
     t = time.perf_counter()
-    G.probe_gguf(copy, timeout=60)
+    gguf.probe_gguf(copy, timeout=60)
     probe_s = time.perf_counter() - t
     t = time.perf_counter()
-    G.probe_gguf(copy, timeout=60)  # remembered: picking the model again costs nothing
+    gguf.probe_gguf(copy, timeout=60)  # remembered: picking the model again costs nothing
     assert probe_s < 10 and time.perf_counter() - t < 0.05
-    assert G.is_packaged_default(good) and not G.is_packaged_default(copy)
+    assert gguf.is_packaged_default(good) and not gguf.is_packaged_default(copy)
 
 
 # --- chat templates -------------------------------------------------------------------------------------------------
@@ -551,7 +552,7 @@ def test_llama_cpp_uses_the_sandboxed_formatter_for_gguf_templates() -> None:
 
 @pytest.mark.slow
 def test_a_gguf_whose_template_escapes_is_refused_and_never_runs(tmp_path: Path) -> None:
-    good = G.default_model_path()
+    good = gguf.default_model_path()
     data = bytearray(good.read_bytes())
     from llama_cpp import Llama
 

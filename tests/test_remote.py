@@ -98,7 +98,7 @@ def test_no_models_listed_asks_for_remote_model() -> None:
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # llama_cpp.server's dependencies are in pyproject's [test] extra: a missing one fails here, never skips.
-    from rag.generate import default_model_path
+    from rag.gguf import default_model_path
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"

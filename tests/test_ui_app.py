@@ -42,11 +42,12 @@ class FakeAssistant:
         self.compute = threading.RLock()
         self.catalog = Catalog(settings.paths.data_dir / "ui-test-catalog.sqlite")  # a real one: stdlib SQLite
         self.catalog.put_papers(PAPERS)
-        self.seen: list[tuple[str, list[dict[str, str]], Filters, int]] = []
+        self.seen: list[tuple[str, list[dict[str, str]], Filters, tuple[Any, ...]]] = []
 
-    def stream(self, question: str, history: list[dict[str, str]] | None = None,
-               filters: Filters | None = None) -> Iterator[str | Answer]:
-        self.seen.append((question, list(history or []), filters or Filters(), self.settings.retrieval.top_k))
+    def stream(self, question: str, history: list[dict[str, str]] | None = None, filters: Filters | None = None,
+               top_k: int | None = None, temperature: float | None = None,
+               max_tokens: int | None = None) -> Iterator[str | Answer]:
+        self.seen.append((question, list(history or []), filters or Filters(), (top_k, temperature, max_tokens)))
         with self.compute:
             if self.fail:
                 raise self.fail
@@ -59,6 +60,12 @@ class FakeAssistant:
     def search(self, question: str, filters: Filters | None = None, top_k: int | None = None) -> Retrieved:
         return Retrieved(hits=[Hit(PAPERS[1], 0.03, why="dense #1")], timings={"retrieve_ms": 1.0})
 
+    def use_model(self, model_path: str) -> None:
+        """Loads the model as the real Assistant does (a broken file fails the same way), then drops it."""
+        from rag.pipeline import Assistant
+
+        Assistant(self.settings).use_model(model_path)
+
 
 @pytest.fixture
 def fake_settings(tmp_path: Path) -> Settings:
@@ -68,7 +75,7 @@ def fake_settings(tmp_path: Path) -> Settings:
 def test_stream_in_thread_survives_pool_threads(fake_settings: Settings) -> None:
     """Gradio calls next() from different threads; the pipeline's lock must still be taken and released by one."""
     fake = FakeAssistant(fake_settings)
-    events = U.stream_in_thread(fake, fake_settings, "q", [], Filters())  # type: ignore[arg-type]
+    events = U.stream_in_thread(fake, "q", [], Filters(), U.Options(5, 0.0, 64))  # type: ignore[arg-type]
     got: list[Any] = []
     for _ in range(5):  # 3 pieces, the Answer, then the end
         t = threading.Thread(target=lambda: got.append(next(events, None)))
@@ -89,9 +96,9 @@ def test_chat_streams_then_links_citations(fake_settings: Settings) -> None:
     chat, panel, turns, _ = outs[-1]
     assert '<a class="cite" href="#cite-1">[1]</a>' in chat[-1]["content"]
     assert 'id="cite-1"' in panel and "<mark>" in panel and "Retrieved but not cited (1)" in panel
-    question, history, filters, top_k = fake.seen[0]
-    assert filters == Filters(sources=frozenset({"s1.txt"}), paper_ids=frozenset({"a"})) and top_k == 3
-    assert fake.settings.retrieval.top_k == fake_settings.retrieval.top_k  # per-request settings restored
+    question, history, filters, options = fake.seen[0]
+    assert filters == Filters(sources=frozenset({"s1.txt"}), paper_ids=frozenset({"a"})) and options == (3, 0.0, 64)
+    assert fake.settings == fake_settings  # per-request options are stream() arguments: the settings stay as they are
     # a follow-up gets the plain-text history, and the older answer loses its (now stale) links
     outs = list(h.chat("and then?", turns, None, 5, 0.0, 64, []))
     assert fake.seen[1][1] == [{"role": "user", "content": "How much?"},
@@ -161,6 +168,32 @@ def test_a_broken_model_file_is_refused_with_a_friendly_status(tmp_path: Path) -
     reverted, status = steps[-1]
     assert reverted == before and "could not be loaded" in status and str(tmp_path) not in status
     assert h.model_label == before
+
+
+def test_use_model_builds_the_generator_the_settings_name(tmp_path: Path) -> None:
+    """Assistant.use_model (the UI's picker): with generation.remote_url the remote server's model, as at start-up,
+    never a local GGUF; a model that cannot be loaded changes neither the generator nor the settings."""
+    from conftest import free_port
+    from fakes import ScriptedGenerator
+
+    from rag.pipeline import Assistant
+    from rag.records import ModelError
+    from rag.remote import RemoteGenerator
+
+    remote = load(flags={"paths.data_dir": tmp_path, "generation.remote_url": f"http://127.0.0.1:{free_port()}",
+                         "generation.remote_model": "m"}, env={})  # nothing listens there: nothing is asked
+    a = Assistant(remote, generator=ScriptedGenerator())
+    a.use_model(str(tmp_path / "other.gguf"))
+    assert isinstance(a.generator, RemoteGenerator) and a.generator.model == "m"
+    assert a.settings.generation.model_path == str(tmp_path / "other.gguf")
+
+    local = load(flags={"paths.data_dir": tmp_path}, env={})
+    original = ScriptedGenerator()
+    b = Assistant(local, generator=original)
+    (tmp_path / "broken.gguf").write_bytes(b"GGUF" + b"\0" * 100)  # truncated
+    with pytest.raises(ModelError):
+        b.use_model(str(tmp_path / "broken.gguf"))
+    assert b.generator is original and b.settings == local
 
 
 def test_model_choices_show_names_not_paths(tmp_path: Path) -> None:
@@ -245,7 +278,7 @@ def _get(url: str, path: str) -> tuple[int, bytes]:
 
 @pytest.mark.slow
 def test_file_routes_serve_no_local_files(served: tuple[str, Settings]) -> None:
-    from rag.generate import resolve_model
+    from rag.gguf import resolve_model
 
     url, settings = served
     chroma = next(settings.paths.data_dir.rglob("chroma.sqlite3"))

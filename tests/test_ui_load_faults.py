@@ -156,7 +156,8 @@ def test_missing_index_is_friendly_and_the_app_recovers(served: tuple[str, Any, 
 
 def test_model_file_removed_after_start(served: tuple[str, Any, Settings], client: Any, tmp_path: Path) -> None:
     """Weights already loaded keep answering after the file goes; loading it again is a clean ModelError."""
-    from rag.generate import LlamaGenerator, default_model_path
+    from rag.generate import LlamaGenerator
+    from rag.gguf import default_model_path
 
     _, assistant, settings = served
     models = tmp_path / "models"
