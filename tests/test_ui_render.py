@@ -165,3 +165,23 @@ def test_evidence_is_collapsed_under_the_answer_and_escaped() -> None:
     assert "&lt;img src=x onerror=alert(1)&gt;" in sp and "<img" not in sp
     assert f"about the earlier cited paper: {R.html.escape(PAPER.title)}" in sp
     assert "Evidence" not in R.small_print(_answer())  # nothing cited, nothing to show
+
+
+def test_retrieved_text_is_escaped_in_every_template() -> None:
+    """Titles, venues, file names, abstracts, passages and match reasons are third-party text: the templates escape
+    them (autoescape), so a `<script>` in any of them reaches the page as text."""
+    from rag.records import Passage
+
+    evil = "<script>alert(1)</script>"
+    paper = Paper(paper_id="e1", title=f"Title {evil}", venue=f"Venue {evil}", source=f"{evil}.txt", position=1,
+                  abstract=f"Evil abstract. {evil} It cuts leakage.", raw="", links=("https://x.org/a?b=<s>",))
+    hit = Hit(paper, 0.5, best_similarity=0.6, why=f"dense {evil}", passages=(Passage("c", f"passage {evil}", 0.4),))
+    cited = _answer(citations=(Citation(1, paper, (f"Evil abstract. {evil}",)),), hits=(hit,), focus=("e1",),
+                    model=f"m {evil}", notices=(f"note {evil}",), searched=f"s {evil}")
+    rendered = [R.paper_card(paper, n=1, supporting=["It cuts leakage."]), R.sources_panel(cited),
+                R.sources_panel(_answer(abstained=True, hits=(hit,))), R.search_results([hit], {"retrieve_ms": 3.0}),
+                R.small_print(cited), R.message(evil, kind=evil)]
+    for html in rendered:
+        assert "<script" not in html and "&lt;script&gt;" in html, html
+        assert "\n" not in html  # the templates' own line breaks never reach a markdown renderer
+    assert 'href="https://x.org/a?b=&lt;s&gt;"' in rendered[0]

@@ -10,6 +10,10 @@ e.g. render_answer("See ![x](http://e.vil/p.png) <b>it</b> [1][9].", {1})
 
 Paper cards come from our own catalog, but abstracts are third-party text too: escaped the same way, with the
 answer's supporting sentences wrapped in <mark>. This module does not talk to the pipeline; app.py does.
+
+The markup lives in `ui/templates/*.html.j2` (Jinja2, autoescaped: a plain string given to a template is escaped
+there; HTML made here, such as `safe_text`'s, goes in as `Markup`). Only the token-level escaping above (entities,
+citation links) is done in Python, on text already escaped.
 """
 
 from __future__ import annotations
@@ -17,8 +21,13 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import jinja2
+from jinja2.ext import Extension
+from markupsafe import Markup
 
 from rag.answer import MARKER
 from rag.records import Answer, Citation, Hit, Paper
@@ -32,6 +41,24 @@ _GAP = r"(?:\W|" + MARKER.pattern + r")*?"
 _TAIL = re.compile(r"(?:\s*" + MARKER.pattern + r")*[.!?]?")
 _ENTITY = {"[": "&#91;", "]": "&#93;", "://": "&#58;//", "@": "&#64;"}
 _WORD = re.compile(r"\w+")
+
+
+class _OneLine(Extension):
+    """Templates are written one element a line; the HTML they make has no line break or indentation of its own (in
+    a chat message a markdown renderer would read them: a blank line ends an HTML block, four spaces start code).
+    Only the template's source is joined, never the text it is given (an abstract keeps its own line breaks)."""
+
+    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
+        return re.sub(r"[ \t]*\n[ \t]*", "", source)
+
+
+_TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                                autoescape=True, undefined=jinja2.StrictUndefined, extensions=[_OneLine])
+_CARDS: Any = _TEMPLATES.get_template("cards.html.j2").module  # its macros, as functions returning Markup
+
+
+def _render(template: str, **context: Any) -> str:
+    return str(_TEMPLATES.get_template(template).render(**context))
 
 
 def _neutralise(escaped: str, valid: Collection[int]) -> str:
@@ -97,51 +124,32 @@ def render_answer(text: str, valid: Collection[int], unsupported: Sequence[str] 
         tail = _TAIL.match(text, b)
         b = tail.end() if tail else b
         parts.append(safe_text(text[at:a], valid))
-        parts.append('<span class="unsupported" title="not supported by the cited abstracts">'
-                     f"{safe_text(text[a:b], valid)}</span>"
-                     '<sup class="unsupported-flag" title="not supported by the cited abstracts">⚠ unsupported</sup>')
+        parts.append(_render("unsupported.html.j2", sentence=Markup(safe_text(text[a:b], valid))))
         at = b
     parts.append(safe_text(text[at:], valid))
     return "".join(parts)
 
 
-def evidence_details(answer: Answer) -> str:
-    """The evidence behind each citation, collapsed under the answer: the supporting sentences of every cited paper,
-    escaped (they are third-party text), under the paper's [n] and title."""
-    if not answer.citations:
-        return ""
-    items = "".join(
-        f'<li><span class="card-n">[{c.n}]</span> <b>{html.escape(c.paper.title)}</b>: '
-        + " ".join(f"<q>{html.escape(x)}</q>" for x in c.supporting[:3]) + "</li>"
-        for c in answer.citations)
-    return f'<details class="evidence"><summary>Evidence</summary><ul>{items}</ul></details>'
-
-
 def small_print(answer: Answer) -> str:
     """Model, latency, retrieval time, the standalone question a follow-up was searched as, the earlier papers it
-    was resolved to, and the evidence (collapsed)."""
+    was resolved to, and the evidence behind each citation (collapsed: the supporting sentences of every cited
+    paper, escaped, under the paper's [n] and title)."""
     t = answer.timings
-    bits = [html.escape(answer.model or "model")]
+    stats = [answer.model or "model"]
     if "first_token_ms" in t:
-        bits.append(f"first token {t['first_token_ms']:.0f} ms")
+        stats.append(f"first token {t['first_token_ms']:.0f} ms")
     if "total_ms" in t:
-        bits.append(f"total {t['total_ms']:.0f} ms")
+        stats.append(f"total {t['total_ms']:.0f} ms")
     if t.get("tokens_per_s"):
-        bits.append(f"{t['tokens_per_s']:.1f} tok/s")
+        stats.append(f"{t['tokens_per_s']:.1f} tok/s")
     if "retrieve_ms" in t:
-        bits.append(f"retrieval {t['retrieve_ms']:.0f} ms")
-    lines = [" · ".join(bits)]
-    if answer.mode == "extractive":
-        lines.append("the model's answer was not supported by the abstracts; answering with the evidence sentence "
-                     "that holds it instead")
-    if answer.searched and answer.searched != answer.question:
-        lines.append(f"searched: {safe_text(answer.searched)}")
-    if answer.focus:
-        titles = {c.paper.paper_id: c.paper.title for c in answer.citations}
-        lines.append(f"about the earlier cited paper{'s' if len(answer.focus) > 1 else ''}: "
-                     + "; ".join(html.escape(titles.get(pid, pid)) for pid in answer.focus))
-    lines.extend(safe_text(n) for n in answer.notices)
-    return '<div class="smallprint">' + "<br>".join(lines) + "</div>" + evidence_details(answer)
+        stats.append(f"retrieval {t['retrieve_ms']:.0f} ms")
+    searched = answer.searched if answer.searched and answer.searched != answer.question else ""
+    titles = {c.paper.paper_id: c.paper.title for c in answer.citations}
+    return _render("small_print.html.j2", stats=stats, extractive=answer.mode == "extractive",
+                   searched=Markup(safe_text(searched)) if searched else "",
+                   focus=[titles.get(pid, pid) for pid in answer.focus],
+                   notices=[Markup(safe_text(n)) for n in answer.notices], citations=answer.citations)
 
 
 def safe_url(url: str) -> str | None:
@@ -169,36 +177,11 @@ def highlight(abstract: str, supporting: Sequence[str]) -> str:
 
 def paper_card(paper: Paper, n: int | None = None, supporting: Sequence[str] = (), extra: str = "",
                open_abstract: bool = True, rank: int | None = None) -> str:
-    """One paper: title, venue, where it came from, links, the abstract (supporting sentences highlighted)."""
-    ident = f' id="cite-{n}"' if n is not None else ""
-    label = f"[{n}]" if n is not None else (f"#{rank}" if rank is not None else "")
-    label = f'<span class="card-n">{label}</span> ' if label else ""
-    links = [u for u in (safe_url(x) for x in paper.links) if u]
-    link_html = "".join(f'<a href="{u}" target="_blank" rel="noopener noreferrer nofollow">{u}</a><br>'
-                        for u in links)
-    return (
-        f'<div class="paper-card"{ident}>'
-        f'<div class="card-title">{label}{html.escape(paper.title)}</div>'
-        f'<div class="card-meta">{html.escape(paper.venue)} · {html.escape(paper.source)} #{paper.position}'
-        f"{' · code' if paper.has_code else ''}</div>"
-        f"{extra}"
-        f'{f"<div class=card-links>{link_html}</div>" if link_html else ""}'
-        f'<details{" open" if open_abstract else ""}><summary>Abstract</summary>'
-        f'<div class="card-abstract">{highlight(paper.abstract, supporting)}</div></details>'
-        "</div>"
-    )
-
-
-def _score_line(hit: Hit) -> str:
-    return (f'<div class="card-score">score {hit.score:.4f} · similarity {hit.best_similarity:.2f}'
-            f" · {html.escape(hit.why)}</div>")
-
-
-def _hit_list(hits: Iterable[Hit]) -> str:
-    return "".join(
-        f'<li><b>{html.escape(h.paper.title)}</b> <span class="card-meta">{html.escape(h.paper.source)} '
-        f"#{h.paper.position}</span>{_score_line(h)}</li>" for h in hits
-    )
+    """One paper: title, venue, where it came from, links, the abstract (supporting sentences highlighted).
+    `extra` is HTML put under the title (a search hit's scores and passages)."""
+    links = [Markup(u) for u in (safe_url(x) for x in paper.links) if u]
+    return str(_CARDS.paper_card(paper, Markup(highlight(paper.abstract, supporting)), links, extra=Markup(extra),
+                                 n=n, rank=rank, open_abstract=open_abstract))
 
 
 def citation_cards(citations: Sequence[Citation]) -> str:
@@ -208,37 +191,24 @@ def citation_cards(citations: Sequence[Citation]) -> str:
 def sources_panel(answer: Answer) -> str:
     """Cited papers as cards (ids cite-n), then the retrieved-but-not-cited ones, collapsed."""
     if answer.abstained:
-        closest = "".join(paper_card(h.paper, extra=_score_line(h), open_abstract=False) for h in answer.hits)
-        return ('<div class="sources"><div class="abstain">Cannot answer from these abstracts.</div>'
-                + (f"<h4>Closest papers</h4>{closest}" if closest else "<p>No paper came close.</p>") + "</div>")
+        closest = "".join(paper_card(h.paper, extra=_CARDS.score_line(h), open_abstract=False) for h in answer.hits)
+        return _render("sources_panel.html.j2", abstained=True, closest=Markup(closest))
     cited = {c.paper.paper_id for c in answer.citations}
     rest = [h for h in answer.hits if h.paper.paper_id not in cited]
-    out = ['<div class="sources"><h4>Sources</h4>', citation_cards(answer.citations) or "<p>No citations.</p>"]
-    if rest:
-        out.append(f"<details><summary>Retrieved but not cited ({len(rest)})</summary>"
-                   f"<ul class=hits>{_hit_list(rest)}</ul></details>")
-    out.append("</div>")
-    return "".join(out)
+    return _render("sources_panel.html.j2", abstained=False, cards=Markup(citation_cards(answer.citations)),
+                   rest=rest)
 
 
 def search_results(hits: Sequence[Hit], timings: dict[str, float] | None = None) -> str:
     """The Search tab: ranked papers with scores, why they matched, and the matching passages."""
-    if not hits:
-        return '<div class="sources"><p>No papers matched.</p></div>'
-    out = ['<div class="sources">']
-    if timings and "retrieve_ms" in timings:
-        out.append(f'<div class="smallprint">retrieval {timings["retrieve_ms"]:.0f} ms</div>')
-    for i, h in enumerate(hits, 1):
-        passages = "".join(f'<blockquote class="passage">{html.escape(p.text)} '
-                           f'<span class="card-meta">({p.score:.3f})</span></blockquote>' for p in h.passages)
-        out.append(paper_card(h.paper, extra=f"{_score_line(h)}{passages}", open_abstract=False, rank=i))
-    out.append("</div>")
-    return "".join(out)
+    cards = [Markup(paper_card(h.paper, extra=_render("passages.html.j2", hit=h), open_abstract=False, rank=i))
+             for i, h in enumerate(hits, 1)]
+    return _render("search_results.html.j2", cards=cards, retrieve_ms=(timings or {}).get("retrieve_ms"))
 
 
 def message(text: str, kind: str = "notice") -> str:
     """A plain notice or error box (text is escaped)."""
-    return f'<div class="sources"><div class="{html.escape(kind)}">{html.escape(text)}</div></div>'
+    return _render("message.html.j2", text=text, kind=kind)
 
 
 def hits_json(hits: Sequence[Hit]) -> list[dict[str, Any]]:
