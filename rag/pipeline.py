@@ -19,7 +19,7 @@ from pathlib import Path
 from . import answer as A
 from . import compose, conversation, support
 from . import question as Q
-from .answerable import unanswerable_reason
+from .answerable import gate, unanswerable_reason
 from .catalog import Catalog
 from .config import Settings
 from .embed import Embedder, load_embedder
@@ -63,19 +63,33 @@ class Assistant:
     @property
     def generator(self) -> Generator:
         if self._generator is None:
-            if self.settings.generation.remote_url:  # an OpenAI-compatible server instead of the local GGUF
-                from .remote import RemoteGenerator
-
-                self._generator = RemoteGenerator(self.settings.generation)
-            else:
-                # The data folder holds the faster Q8_0 copy of a Q4 GGUF (generation.quantize), made once.
-                self._generator = LlamaGenerator(self.settings.generation, self.settings.paths.data_dir)
+            self._generator = self._new_generator(self.settings)
         return self._generator
 
+    @staticmethod
+    def _new_generator(settings: Settings) -> Generator:
+        """The chat model `settings` name: an OpenAI-compatible server (`generation.remote_url`) or the local GGUF."""
+        if settings.generation.remote_url:  # an OpenAI-compatible server instead of the local GGUF
+            from .remote import RemoteGenerator
+
+            return RemoteGenerator(settings.generation)
+        # The data folder holds the faster Q8_0 copy of a Q4 GGUF (generation.quantize), made once.
+        return LlamaGenerator(settings.generation, settings.paths.data_dir)
+
     def use_generator(self, generator: Generator) -> None:
-        """Swap the chat model (the UI's model picker); waits for any generation in flight."""
+        """Swap the chat model for one built elsewhere (tests, eval's recorder); waits for any generation in flight."""
         with self.compute:
             self._generator = generator
+
+    def use_model(self, model_path: str) -> None:
+        """Switch the chat model (the UI's model picker) to the GGUF at `model_path` ("" = the default), built as the
+        settings say (with `generation.remote_url` that server's model is used, as at start-up); the settings then
+        name it. It loads before the compute lock is taken, so answers go on meanwhile; the swap waits for any
+        generation in flight. A model that cannot be loaded raises (ModelError) and leaves the current one in place."""
+        settings = self.settings.with_values({"generation.model_path": model_path})
+        generator = self._new_generator(settings)
+        with self.compute:
+            self._generator, self.settings = generator, settings
 
     @property
     def retriever(self) -> Retriever:
@@ -112,23 +126,40 @@ class Assistant:
         with self.compute:
             return self.retriever.search(question, filters, top_k=top_k, mode=mode)
 
-    def condense(self, question: str, history: list[Message]) -> str:
-        """The query retrieval runs for this turn: the question itself, naming the earlier papers it points at.
+    def read(self, question: str, history: list[Message] | None = None) -> Q.Question:
+        """The question read once and completed with what the conversation and the corpus say about it.
 
-        e.g. "And how large were its gains?" after an answer citing AREW -> "And how large were its gains? (about:
-        AREW: ...)"; "and which papers use diffusion?" -> unchanged (a new subject is not pinned to the old paper).
+        e.g. "And how large were its gains?" after an answer citing AREW -> searched "And how large were its gains?
+        (about: AREW: ...)", pinned (AREW's id,); "and which papers use diffusion?" -> searched as it is (a new
+        subject is not pinned to the old paper).
         """
+        question, _ = A.truncate_question(question)
         with self.compute:
-            return self._focus(question, Q.read(question), history)[0]
+            return self._read(question, _turns(history))
 
-    def _focus(self, question: str, intent: Q.Question, history: list[Message]) -> tuple[str, tuple[str, ...]]:
-        """(query to search, earlier papers the question points at); the caller holds the compute lock."""
-        focus = conversation.resolve(question, intent, history, self._locate)
-        if not focus.papers:
-            return focus.searched, ()
-        papers = self.retriever.catalog.get_many(focus.papers)
-        titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
-        return f"{question} (about: {titles[:400]})", focus.papers
+    def _read(self, question: str, history: list[Message]) -> Q.Question:
+        """`read` with the compute lock held."""
+        q = Q.read(question)
+        focus = conversation.resolve(question, q, history, self._locate)
+        if focus.papers:
+            papers = self.retriever.catalog.get_many(focus.papers)
+            titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
+            q = q.in_context(f"{question} (about: {titles[:400]})", focus.papers)
+        else:
+            q = q.in_context(focus.searched)
+        return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched))
+
+    def retrieve(self, question: Q.Question, filters: Filters | None = None, top_k: int | None = None) -> Retrieved:
+        """The papers a read question is answered from: the ones it points back at when it does ("it", "the second
+        one", "compare them"), and more of them for a summary."""
+        with self.compute:
+            return self._retrieve(question, filters, top_k)
+
+    def _retrieve(self, q: Q.Question, filters: Filters | None, top_k: int | None) -> Retrieved:
+        if q.pinned:
+            filters = replace(filters or Filters(), paper_ids=frozenset(q.pinned))
+        top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0)
+        return self.retriever.search(q.searched, filters, top_k=top_k)
 
     def _locate(self, sentence: str) -> str | None:
         """The paper that states an earlier answer's sentence (that sentence was checked against it)."""
@@ -172,26 +203,16 @@ class Assistant:
         max_tokens = gen.max_tokens if max_tokens is None else int(max_tokens)
         question, notice = A.truncate_question(question)
         notices = [notice] if notice else []
-        history = [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
-        intent = Q.read(question)
+        history = _turns(history)
         with self.compute:
-            searched, pinned = self._focus(question, intent, history)
-            if pinned:  # "it", "the second one", "compare them": the papers the previous answer cited
-                filters = replace(filters or Filters(), paper_ids=frozenset(pinned))
-                if len(pinned) > 1 and not intent.described:  # "compare them", "the first two"
-                    intent = replace(intent, kind="summary")
-            summary = intent.summary
-            top_k = max(top_k or self.settings.retrieval.top_k, ans.summary_candidates if summary else 0)
-            retrieved = self.retriever.search(searched, filters, top_k=top_k)
+            q = self._read(question, history)
+            searched, pinned, summary = q.searched, q.pinned, q.summary
+            retrieved = self._retrieve(q, filters, top_k)
             timings = dict(retrieved.timings)
             model_name = self.generator.name
-            # A question pointing back at cited papers is about them, however short ("and its gains?").
-            relevant = (retrieved.best_similarity >= self.settings.retrieval.min_similarity or retrieved.distinctive
-                        or bool(pinned))
-            absent = self.retriever.absent_terms(question)
-            if absent:
-                notices.append("the abstracts never mention " + ", ".join(absent))
-            if not retrieved.hits or not relevant or absent:
+            reason = gate(q, retrieved.hits, self.settings.retrieval.min_similarity)
+            if reason:
+                notices.append(reason)
                 timings["total_ms"] = (time.perf_counter() - t0) * 1000
                 yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                 return
@@ -199,17 +220,14 @@ class Assistant:
             qvec = retrieved.query_vector
             assert qvec is not None
             assert self._scorer is not None
-            # Sentences are scored against what is asked: for a pinned follow-up the searched form carries the
-            # papers' titles, which every sentence of those papers would match.
-            scored_as = question if pinned else searched
-            if pinned:
+            if pinned:  # sentences are scored against the question itself (`Question.scored`)
                 qvec = self.embedder.embed([question])[0]
             if summary and pinned:
-                blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
+                blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
                                          per_paper=1, margin=float("inf"))
             elif summary:
                 lexical = self.retriever.lexical
-                blocks = relevant_papers(searched, qvec, retrieved.hits, self._scorer,
+                blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer,
                                          lexical.idf if lexical is not None else (lambda words: {}),
                                          ans)
                 if len(blocks) > ans.summary_max_papers:
@@ -218,13 +236,13 @@ class Assistant:
                     blocks = blocks[:ans.summary_max_papers]
             else:
                 lexical = self.retriever.lexical
-                blocks = select_evidence(scored_as, qvec, retrieved.hits, self._scorer, max_papers=ans.evidence_papers,
+                blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=ans.evidence_papers,
                                          per_paper=ans.sentences_per_paper, margin=ans.evidence_margin,
                                          idf=lexical.idf if lexical is not None else None,
                                          cover_weight=ans.evidence_cover_weight,
                                          focus_weight=ans.evidence_focus_weight)
                 # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
-                reason = unanswerable_reason(question, [b.hit.paper for b in blocks])
+                reason = unanswerable_reason(q, [b.hit.paper for b in blocks])
                 if reason:
                     notices.append(reason)
                     timings["total_ms"] = (time.perf_counter() - t0) * 1000
@@ -254,7 +272,7 @@ class Assistant:
             n_out = len(pieces)
             timings["generate_ms"] = (end - t) * 1000
             timings["tokens_per_s"] = (n_out - 1) / (end - first) if first and n_out > 1 and end > first else 0.0
-            final = self._finish(raw, budget.blocks, intent)
+            final = self._finish(raw, budget.blocks, q)
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"
@@ -270,7 +288,7 @@ class Assistant:
             notices=tuple(notices), evidence=tuple(budget.blocks),
         )
 
-    def _finish(self, raw: str, blocks: list, intent: Q.Question) -> tuple[str, str, list, int]:
+    def _finish(self, raw: str, blocks: list, q: Q.Question) -> tuple[str, str, list, int]:
         """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
         checked against its source; when none survives, the one evidence clause that holds what was asked."""
         valid = {b.n for b in blocks}
@@ -280,17 +298,17 @@ class Assistant:
         text, dropped = A.parse_markers(raw, valid)
         strong = (best_sentence_score(blocks)
                   >= self.settings.retrieval.min_similarity + self.settings.answer.strong_evidence_margin)
-        if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not intent.summary:
+        if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not q.summary:
             if strong:  # the model gave up on evidence that is there: answer from it instead
-                return compose.fallback(blocks, intent), "extractive", [], dropped
+                return compose.fallback(blocks, q), "extractive", [], dropped
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
-        sentences, checks = support.check(text, intent.text, blocks, self.embedder, papers, self.settings.answer)
-        if intent.summary:
-            text, wrote = compose.summary(checks, blocks, intent)
+        sentences, checks = support.check(text, q.text, blocks, self.embedder, papers, self.settings.answer)
+        if q.summary:
+            text, wrote = compose.summary(checks, blocks, q)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
-        text, mode, shown = compose.factoid(sentences, checks, blocks, intent, raw)
+        text, mode, shown = compose.factoid(sentences, checks, blocks, q, raw)
         return text, mode, checks if mode == "generated" else [], dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,
@@ -309,6 +327,11 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
     embedder = embedder or load_embedder(settings.embedding, cache_dir=settings.paths.data_dir)
     return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
                        progress=progress)
+
+
+def _turns(history: list[Message] | None) -> list[Message]:
+    """The conversation's question and answer turns that say something."""
+    return [m for m in (history or []) if m.get("role") in {"user", "assistant"} and m.get("content")]
 
 
 def with_model(settings: Settings, model_path: str) -> Settings:

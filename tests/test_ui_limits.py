@@ -33,9 +33,12 @@ class SlowAssistant:
         self.started = threading.Event()
         self.questions: list[str] = []
         self.top_ks: list[int | None] = []
+        self.options: list[tuple[Any, ...]] = []
 
-    def stream(self, question: str, history: Any = None, filters: Filters | None = None) -> Iterator[Any]:
+    def stream(self, question: str, history: Any = None, filters: Filters | None = None, top_k: int | None = None,
+               temperature: float | None = None, max_tokens: int | None = None) -> Iterator[Any]:
         self.questions.append(question)
+        self.options.append((top_k, temperature, max_tokens))
         self.started.set()
         self.release.wait(60)
         yield Answer(question=question, text="ok", citations=(), hits=(), abstained=True, timings={}, model="m",
@@ -149,11 +152,14 @@ def test_questions_are_capped_with_a_notice(settings: Settings) -> None:
     (("x", float("nan"), float("inf")), (5, 0.0, 120)),  # unusable values: the defaults
     ((None, None, None), (5, 0.0, 120)),
 ])
-def test_request_settings_are_clamped_to_the_sliders_ranges(settings: Settings, given: tuple[Any, ...],
-                                                            want: tuple[Any, ...]) -> None:
-    h = U.Handlers(SlowAssistant(settings), settings)  # type: ignore[arg-type]
-    s = h._request_settings(*given)
-    assert (s.retrieval.top_k, s.generation.temperature, s.generation.max_tokens) == want
+def test_request_options_are_clamped_to_the_sliders_ranges(settings: Settings, given: tuple[Any, ...],
+                                                           want: tuple[Any, ...]) -> None:
+    fake = SlowAssistant(settings)
+    fake.release.set()
+    h = U.Handlers(fake, settings)  # type: ignore[arg-type]
+    assert tuple(h._options(*given)) == want
+    list(h.chat("privacy?", [], None, *given, []))
+    assert fake.options[-1] == want  # what the answer ran with: stream()'s own arguments
     h.search("privacy", given[0], [])
     assert h.assistant.top_ks[-1] == want[0]  # type: ignore[attr-defined]
 

@@ -20,9 +20,8 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: nothing phones home
 
@@ -49,9 +48,6 @@ MAX_LIBRARY_ROWS = 500  # a 10k-paper table is unusable in a browser anyway: ref
 MAX_SOURCE_CHOICES = 500  # source files offered in the filters; a folder of 100k files would bloat every page
 ALL_SOURCES = "All sources"
 MODEL = "model"  # concurrency group of every event that computes with the embedder or the LLM
-# Serialises whole answers (the per-request settings swap included). Not `assistant.compute`, which the
-# pipeline takes itself: a plain Lock taken twice by one thread would deadlock.
-ANSWER_LOCK = threading.Lock()
 # The Settings sliders' ranges; a request's values (from the page or a client that skips it) are clamped to them.
 TOP_K_RANGE, TEMPERATURE_RANGE, MAX_TOKENS_RANGE = (1, 10), (0.0, 1.5), (16, 512)
 _LINKED = re.compile(r'<a class="cite" href="#cite-(\d+)">\[\d+\]</a>')
@@ -81,28 +77,33 @@ def _clamp(value: Any, bounds: tuple[float, float], default: float) -> float:
     return min(max(number, bounds[0]), bounds[1])
 
 
-def stream_in_thread(assistant: Assistant, settings: Settings, question: str, history: list[dict[str, str]],
-                     filters: Filters) -> Iterator[str | Answer]:
-    """`assistant.stream` driven by one thread (see the module docstring), with these settings for this request."""
+class Options(NamedTuple):
+    """A request's values from the Settings panel, each clamped to its slider's range; `Assistant.stream` takes them
+    per call, so one request's values never reach another's answer."""
+
+    top_k: int
+    temperature: float
+    max_tokens: int
+
+
+def stream_in_thread(assistant: Assistant, question: str, history: list[dict[str, str]], filters: Filters,
+                     options: Options) -> Iterator[str | Answer]:
+    """`assistant.stream` driven by one thread (see the module docstring), with this request's options."""
     events: queue.Queue[Any] = queue.Queue()
     stop = threading.Event()
     done = object()
 
     def work() -> None:
         try:
-            with ANSWER_LOCK:  # settings swap and answer are one atomic step; other requests wait here
-                saved, assistant.settings = assistant.settings, settings
-                try:
-                    gen = assistant.stream(question, history, filters)
-                    try:
-                        for event in gen:
-                            events.put(event)
-                            if stop.is_set():  # the page went away: stop generating
-                                break
-                    finally:
-                        getattr(gen, "close", lambda: None)()  # releases the locks in this thread
-                finally:
-                    assistant.settings = saved
+            gen = assistant.stream(question, history, filters, top_k=options.top_k, temperature=options.temperature,
+                                   max_tokens=options.max_tokens)
+            try:
+                for event in gen:
+                    events.put(event)
+                    if stop.is_set():  # the page went away: stop generating
+                        break
+            finally:
+                getattr(gen, "close", lambda: None)()  # releases the locks in this thread
         except BaseException as e:  # handed to the page's thread, which translates it
             events.put(e)
         finally:
@@ -187,14 +188,11 @@ class Handlers:
         log.info("index changed (generation %s): reloaded", generation)
         self.generation = generation
 
-    def _request_settings(self, top_k: Any, temperature: Any, max_tokens: Any) -> Settings:
-        """This request's settings, each clamped to its slider's range (a client can send anything)."""
-        s = self.settings
-        return replace(s, retrieval=replace(s.retrieval, top_k=self._top_k(top_k)),
-                       generation=replace(s.generation,
-                                          temperature=_clamp(temperature, TEMPERATURE_RANGE, s.generation.temperature),
-                                          max_tokens=int(_clamp(max_tokens, MAX_TOKENS_RANGE,
-                                                                s.generation.max_tokens))))
+    def _options(self, top_k: Any, temperature: Any, max_tokens: Any) -> Options:
+        """This request's options, each clamped to its slider's range (a client can send anything)."""
+        gen = self.settings.generation
+        return Options(top_k=self._top_k(top_k), temperature=_clamp(temperature, TEMPERATURE_RANGE, gen.temperature),
+                       max_tokens=int(_clamp(max_tokens, MAX_TOKENS_RANGE, gen.max_tokens)))
 
     def _top_k(self, top_k: Any) -> int:
         return int(_clamp(top_k, TOP_K_RANGE, self.settings.retrieval.top_k))
@@ -232,8 +230,8 @@ class Handlers:
         streamed, last = "", 0.0
         try:
             self.follow_index()
-            settings = self._request_settings(top_k, temperature, max_tokens)
-            for event in stream_in_thread(self.assistant, settings, asked, history, self._filters(sources, scope)):
+            options = self._options(top_k, temperature, max_tokens)
+            for event in stream_in_thread(self.assistant, asked, history, self._filters(sources, scope), options):
                 if isinstance(event, str):
                     streamed += event
                     if time.monotonic() - last > 0.04:  # ~25 updates a second is plenty for the eye
@@ -271,8 +269,7 @@ class Handlers:
             raise gr.Error(e.message) from None
         try:
             self.follow_index()
-            with ANSWER_LOCK:
-                return self.assistant.ask(question.strip(), history=turns, filters=only).to_dict()
+            return self.assistant.ask(question.strip(), history=turns, filters=only).to_dict()
         except Exception as e:
             log.exception("chat api failed")
             raise gr.Error(friendly(e)) from None
@@ -354,11 +351,7 @@ class Handlers:
             return
         yield gr.skip(), f"Loading {label}…"
         try:
-            from rag.generate import LlamaGenerator
-
-            gen = LlamaGenerator(replace(self.settings.generation, model_path=self.models[label]),
-                                 self.settings.paths.data_dir)
-            self.assistant.use_generator(gen)
+            self.assistant.use_model(self.models[label])  # local GGUF, or the remote server when one is set
         except Exception as e:
             log.exception("model load failed")
             yield self.model_label, f"Could not load {label}: {friendly(e)} Still using {self.model_label}."
