@@ -1,7 +1,7 @@
 """The answer the user reads: the answer first, short, every sentence cited; evidence stays in the citations.
 
 From the checked sentences of the model's output (`support.check`), the evidence blocks and what the question asks
-for (`question.Intent`):
+for (`question.Question`):
 
 - a factoid answer is the model's supported sentences (at most three), the one holding what was asked (a number
   for "how much ...?") first; a "which paper ...?" answer opens with the paper's title;
@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 
 from .evidence import addressed
-from .question import Intent
+from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
-from .support import MARKER, numbers_in
-from .text import tokens
+from .support import numbers_in
+from .text import MARKER, tokens
 
 MAX_SENTENCES = 3
 LONG_SENTENCE_WORDS = 45  # a fallback sentence longer than this is cut to the clause holding the answer
@@ -33,7 +33,7 @@ _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|mo
 _WORD = re.compile(r"\w+")
 
 
-def answers_asked(intent: Intent, sentence: str) -> bool:
+def answers_asked(intent: Question, sentence: str) -> bool:
     """Does the sentence hold the kind of thing asked for? e.g. a number for "how much ...?"."""
     plain = MARKER.sub(" ", sentence)
     if intent.wants == "number":
@@ -52,7 +52,7 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-def clause(sentence: str, intent: Intent, prefer: frozenset[str] | set[str] = frozenset()) -> str:
+def clause(sentence: str, intent: Question, prefer: frozenset[str] | set[str] = frozenset()) -> str:
     """The part of a long sentence that holds what was asked; a short sentence whole.
 
     Pieces are cut at commas, semicolons, colons and dashes; a piece under five words joins its neighbour. The piece
@@ -89,7 +89,7 @@ def _ranked(blocks: list[Evidence]) -> list[tuple[float, int, str]]:
                   key=lambda x: -x[0])
 
 
-def best_sentence(blocks: list[Evidence], intent: Intent, raw: str = "") -> tuple[int, str] | None:
+def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "") -> tuple[int, str] | None:
     """The evidence sentence that best holds the answer: best scored in the best paper, preferring one that holds
     the asked-for kind and the numbers of the model's own (possibly unsupported) answer."""
     top_n = blocks[0].n if blocks else None  # evidence comes best paper first
@@ -130,7 +130,7 @@ def second_sentence(blocks: list[Evidence], n: int, shown: str) -> str:
     return ""
 
 
-def fallback(blocks: list[Evidence], intent: Intent, raw: str = "") -> str:
+def fallback(blocks: list[Evidence], intent: Question, raw: str = "") -> str:
     """The evidence sentence (or its clause) that best holds the answer, then the next one that adds to it, cited;
     a which-paper question names the paper first."""
     picked = best_sentence(blocks, intent, raw)
@@ -144,7 +144,7 @@ def fallback(blocks: list[Evidence], intent: Intent, raw: str = "") -> str:
     return f"{text} {more}".strip()
 
 
-def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Intent,
+def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,
             raw: str) -> tuple[str, str, list[SentenceCheck]]:
     """(text, mode, the checks of the sentences shown) for a single-answer question."""
     kept = [(s, c) for s, c in zip(sentences, checks) if c.supported]
@@ -172,7 +172,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     return text, "generated", [c for _, c in kept]
 
 
-def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Intent) -> tuple[str, bool]:
+def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Question) -> tuple[str, bool]:
     """One line per evidence paper, then at most two supported sentences citing several papers.
 
     Returns (text, whether a model-written sentence is in it).
