@@ -1,46 +1,50 @@
-"""Questions the abstracts cannot answer even though the right paper was found.
+"""Whether to abstain: before any evidence is read (`gate`), and once the evidence papers are chosen
+(`unanswerable_reason`). The pipeline and the eval's threshold sweep call the same two functions.
 
-Retrieval finds the paper a near-miss question is about ("How many milliseconds of latency does PrivGate add?"
-finds PrivGate), so a similarity threshold cannot tell it from an answerable one. What gives it away is that the
-thing asked for is not in the paper at all. Two checks, both about the evidence papers, never the whole corpus:
+The gate abstains when the question names something no abstract contains ("GSM8K"), when nothing was found, or when
+no chunk is close enough to the question (`retrieval.min_similarity`), unless a rare word of the question is in the
+top paper ("What does SOLAR stand for?" is short and far from every chunk, yet only one paper says SOLAR) or the
+question points back at papers already cited ("and its gains?").
+
+Retrieval also finds the paper a near-miss question is about ("How many milliseconds of latency does PrivGate
+add?" finds PrivGate), so a similarity threshold cannot tell it from an answerable one. What gives it away is that
+the thing asked for is not in the paper at all. Two checks, both about the evidence papers, never the whole corpus:
 
 - a quantity question names its unit ("how many GPUs", "how much wall-clock speedup"): when none of the unit's
   words occurs in any evidence paper, no number there can be the answer;
 - a question about who wrote a paper (authors, affiliations) when the records carry no author list.
 
-Both were calibrated on the eval's unanswerable questions and checked against every answerable one (see
-eval/QA.md); they are deliberately narrow, because a wrong abstention hides an answer the user could have had.
-A broader rule ("every word after *which* must occur in the paper") abstained on 33 of 159 answerable questions:
+Both are deliberately narrow (eval/QA.md): a wrong abstention hides an answer the user could have had, and
 questions describe what they ask for in their own words ("which surface", "what property").
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from .records import Paper
+from .question import Question
+from .records import Hit, Paper
 from .text import tokens
 
-# "how many <unit words> <verb/preposition/end>": e.g. "How many parameters did ..." -> "parameters".
-_STOP = (r"(?:does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may|in|of|for|on|to|"
-         r"at|by|from|with|that|which|who|when|where|per|across|between|used|reported|achieved|than|it|they|their)")
-_QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?:\s+|(?=[?.,;:]|$))){1,4}?)"
-                       r"(?=" + _STOP + r"\b|[?.,;:]|$)", re.IGNORECASE)
-# Words that say "more/less of something" rather than naming the unit.
-_NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower extra additional overall total "
-                      "absolute relative average better worse quick small large fast slow big little".split())
-_AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
-                      r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
-                      re.IGNORECASE)
+
+def gate(question: Question, hits: Sequence[Hit], min_similarity: float) -> str | None:
+    """Why to abstain before reading any evidence, or None to go on.
+
+    e.g. (read("How much does NITP improve GSM8K accuracy?") in a corpus without GSM8K, ...) -> "the abstracts
+    never mention GSM8K"
+    """
+    if question.absent:
+        return "the abstracts never mention " + ", ".join(question.absent)
+    if not hits:
+        return "no paper matches the question"
+    close = max(h.best_similarity for h in hits) >= min_similarity
+    if not close and not question.pinned and not question.distinctive(_words(hits[0].paper)):
+        return "no abstract is close enough to the question"
+    return None
 
 
-def quantity_unit(question: str) -> list[str]:
-    """The unit words of a quantity question: "How many GPUs and hours were used?" -> ["gpus", "hours"]."""
-    m = _QUANTITY.search(question)
-    if not m:
-        return []
-    return [t for t in tokens(m.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT]
+def _words(paper: Paper) -> set[str]:
+    return set(tokens(paper.raw + " " + paper.title))
 
 
 def _mentions(term: str, words: set[str]) -> bool:
@@ -49,21 +53,18 @@ def _mentions(term: str, words: set[str]) -> bool:
     return any(w.startswith(stem) for w in words)
 
 
-def unanswerable_reason(question: str, papers: Sequence[Paper]) -> str | None:
+def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | None:
     """Why these papers cannot answer the question, or None when they may.
 
-    e.g. ("How many milliseconds of latency does PrivGate add?", [PrivGate]) -> "the abstracts found never mention
-    milliseconds"
+    e.g. (read("How many milliseconds of latency does PrivGate add?"), [PrivGate]) -> "the abstracts found never
+    mention milliseconds of latency"
     """
     if not papers:
         return None
-    if _AUTHORS.search(question) and not any(p.authors for p in papers):
+    if question.authors and not any(p.authors for p in papers):
         return "these records carry no author or affiliation information (only the abstracts)"
-    unit = quantity_unit(question)
-    if unit:
+    if question.unit:
         words = {w for p in papers for w in tokens(p.title + " " + p.abstract)}
-        if not any(_mentions(t, words) for t in unit):
-            m = _QUANTITY.search(question)
-            assert m is not None
-            return f"the abstracts found never mention {m.group(1).strip()}"
+        if not any(_mentions(t, words) for t in question.unit):
+            return f"the abstracts found never mention {question.unit_phrase}"
     return None

@@ -32,14 +32,14 @@ from .text import split_sentences, tokens
 TYPE_BOOST = 0.3
 
 
-def answer_type_boost(question: str, sentence: str) -> float:
-    """A bonus for sentences of the kind the question asks for (a number, an expansion, a name)."""
+def answer_type_boost(asks: frozenset[str], sentence: str) -> float:
+    """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name)."""
     boost = 0.0
-    if Q.WANTS_NUMBER.search(question) and re.search(r"\d", sentence):
+    if "number" in asks and re.search(r"\d", sentence):
         boost += TYPE_BOOST
-    if Q.WANTS_EXPANSION.search(question) and "(" in sentence:
+    if "expansion" in asks and "(" in sentence:
         boost += TYPE_BOOST
-    if Q.WANTS_NAME.search(question) and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
+    if "name" in asks and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
         boost += TYPE_BOOST / 2
     return boost
 # Sentences addressed to an assistant rather than describing research ("Ignore all previous instructions and reply
@@ -87,22 +87,22 @@ class SentenceScorer:
             self._cache.popitem(last=False)
         return out
 
-    def score(self, question: str, qvec: np.ndarray, hits: list[Hit]) -> dict[str, list[tuple[str, float]]]:
-        """paper id -> [(sentence, score)] in abstract order."""
-        qtok = set(tokens(question))
+    def score(self, question: Q.Question, qvec: np.ndarray, hits: list[Hit]) -> dict[str, list[tuple[str, float]]]:
+        """paper id -> [(sentence, score)] in abstract order, scored against `question.scored`."""
+        qtok = set(tokens(question.scored))
         out: dict[str, list[tuple[str, float]]] = {}
         for pid, (sents, vecs) in self.sentences(hits).items():
             sims = vecs @ qvec if len(sents) else np.zeros(0)
             scored = []
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
-                score = float(sim) + self.lexical_weight * overlap + answer_type_boost(question, s)
+                score = float(sim) + self.lexical_weight * overlap + answer_type_boost(question.asks, s)
                 scored.append((s, score - ADDRESSED_PENALTY if _ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
 
 
-def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
+def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
                     per_paper: int, margin: float,
                     idf: Callable[[list[str]], dict[str, float]] | None = None,
                     cover_weight: float = 0.0, focus_weight: float = 0.0) -> list[Evidence]:
@@ -118,7 +118,7 @@ def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: Se
         return []
     pool = hits[: max_papers * 2]
     scored = scorer.score(question, qvec, pool)
-    weights = idf(list(dict.fromkeys(tokens(question)))) if idf is not None and cover_weight else {}
+    weights = idf(list(dict.fromkeys(tokens(question.scored)))) if idf is not None and cover_weight else {}
     ranked: list[tuple[float, int, Hit, list[tuple[str, float]]]] = []
     for i, h in enumerate(pool):
         sents = scored.get(h.paper.paper_id, [])
@@ -129,7 +129,7 @@ def select_evidence(question: str, qvec: np.ndarray, hits: list[Hit], scorer: Se
     kept = sorted((r for r in ranked if r[0] >= top - margin), key=lambda r: (-r[0], r[1]))[:max_papers]
     blocks: list[Evidence] = []
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
-        sents = with_focus(question, sents, focus_weight)
+        sents = with_focus(question.scored, sents, focus_weight)
         order = sorted(range(len(sents)), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
@@ -200,7 +200,7 @@ def topic_cover(alternatives: list[dict[str, float]], paper_text: str) -> float:
     return best
 
 
-def relevant_papers(question: str, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer,
+def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer,
                     idf: Callable[[list[str]], dict[str, float]], knobs: Answering) -> list[Evidence]:
     """Every retrieved paper on the question's topic, decided per paper, best first, one sentence each.
 
@@ -212,7 +212,7 @@ def relevant_papers(question: str, qvec: np.ndarray, hits: list[Hit], scorer: Se
     if not hits:
         return []
     alternatives = []
-    for words in topic_alternatives(question):
+    for words in topic_alternatives(question.scored):
         weights = {w: v for w, v in idf(words).items() if v >= knobs.summary_min_idf}
         if weights:
             alternatives.append(weights)

@@ -1,19 +1,27 @@
-"""What a question asks for, read once: its kind and the kind of answer it wants.
+"""The question, read once: a frozen `Question` that retrieval, abstention, evidence and the answer rules read instead
+of matching the question's text again each on their own.
 
-`read(question)` returns a frozen `Intent` that evidence selection, the answer rules and the pipeline read instead of
-matching the question text again each on their own. The rules are plain patterns over English questions:
+`read(text)` reads what the words say, with plain patterns over English questions:
 
 - kind: "summary" ("which papers ...", "summarize ...", "what work is there on ..."), "which" (one paper wanted:
   "which paper proposes ...?"), else "factoid";
 - wants: "number" ("how much / how many / by what factor ..."), "expansion" ("what does X stand for"), "name"
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), or "" when nothing narrower is asked;
-- refers_back: the question points at something said before ("it", "its", "they", "that paper", "the second one").
+  `asks` holds every one of those the question matches, `wants` the first;
+- unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
+- refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one").
+
+The pipeline then completes the record once, in order, with what needs the conversation or the corpus:
+`in_context` adds the standalone form searched and the earlier papers pinned (rag/conversation.py), `in_corpus` the
+absent terms (names no abstract contains) and the rare terms (words few papers use).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .text import tokens
 
 # Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
@@ -48,16 +56,37 @@ _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNOR
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b", re.IGNORECASE)
 _COUNTS = {"two": 2, "three": 3, "2": 2, "3": 3}
+# "how many <unit words> <verb/preposition/end>": e.g. "How many parameters did ..." -> "parameters".
+_STOP = (r"(?:does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may|in|of|for|on|to|"
+         r"at|by|from|with|that|which|who|when|where|per|across|between|used|reported|achieved|than|it|they|their)")
+_QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?:\s+|(?=[?.,;:]|$))){1,4}?)"
+                       r"(?=" + _STOP + r"\b|[?.,;:]|$)", re.IGNORECASE)
+# Words that say "more/less of something" rather than naming the unit.
+_NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower extra additional overall total "
+                      "absolute relative average better worse quick small large fast slow big little".split())
+_AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
+                      r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
+                      re.IGNORECASE)
 
 
 @dataclass(frozen=True)
-class Intent:
+class Question:
     text: str
     kind: str  # "summary", "which" or "factoid"
     wants: str  # "number", "expansion", "name", "yesno" or ""
+    asks: frozenset[str]  # every answer kind the question matches (wants is the first)
+    unit: tuple[str, ...]  # a quantity question's unit words: "how many GPUs and hours" -> ("gpus", "hours")
+    unit_phrase: str  # ... as asked: "GPUs and hours"
+    authors: bool  # asks who wrote a paper or where they work
     refers_back: bool  # "it", "its", "that paper", "the second one", "compare them" ...
     described: bool  # names an earlier paper by what it is about: "the few-shot one", "the clinical paper"
     continues: bool  # opens like a continuation ("and ...", "what about ...")
+    # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
+    searched: str = ""
+    pinned: tuple[str, ...] = ()
+    # Set by `in_corpus`: names no abstract contains, and words of the searched form few papers use.
+    absent: tuple[str, ...] = ()
+    rare: tuple[str, ...] = ()
 
     @property
     def summary(self) -> bool:
@@ -67,28 +96,45 @@ class Intent:
     def which(self) -> bool:
         return self.kind == "which"
 
+    @property
+    def scored(self) -> str:
+        """What evidence sentences are scored against: the searched form, except for a pinned follow-up, whose
+        searched form carries the pinned papers' titles (which every sentence of those papers would match)."""
+        return self.text if self.pinned else self.searched
 
-def read(question: str) -> Intent:
-    """e.g. read("By how much does it cut leakage?") -> Intent(kind="factoid", wants="number", refers_back=True)"""
+    def in_context(self, searched: str, pinned: tuple[str, ...] = ()) -> Question:
+        """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",
+        "the first two") make it a summary of those papers."""
+        kind = "summary" if len(pinned) > 1 and not self.described else self.kind
+        return replace(self, searched=searched, pinned=pinned, kind=kind)
+
+    def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...]) -> Question:
+        return replace(self, absent=absent, rare=rare)
+
+    def distinctive(self, paper_words: set[str]) -> tuple[str, ...]:
+        """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
+        chunk, yet a word only one paper uses is evidence enough that it asks about that paper."""
+        return tuple(t for t in self.rare if t in paper_words)
+
+
+def read(question: str) -> Question:
+    """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True)"""
     if SUMMARY.search(question):
         kind = "summary"
     elif WHICH.search(question):
         kind = "which"
     else:
         kind = "factoid"
-    if WANTS_NUMBER.search(question):
-        wants = "number"
-    elif WANTS_EXPANSION.search(question):
-        wants = "expansion"
-    elif WANTS_NAME.search(question):
-        wants = "name"
-    elif YESNO.search(question):
-        wants = "yesno"
-    else:
-        wants = ""
+    asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
+                                 ("yesno", YESNO)) if pattern.search(question)]
+    quantity = _QUANTITY.search(question)
+    unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
+        if quantity else ()
     described = bool(_DESCRIBED.search(question))
-    return Intent(text=question, kind=kind, wants=wants, refers_back=bool(_BACK.search(question)) or described,
-                  described=described, continues=bool(_CONTINUES.search(question)))
+    return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
+                    unit_phrase=quantity.group(1).strip() if quantity else "", authors=bool(_AUTHORS.search(question)),
+                    refers_back=bool(_BACK.search(question)) or described, described=described,
+                    continues=bool(_CONTINUES.search(question)), searched=question)
 
 
 def pointed_at(question: str, count: int) -> list[int]:

@@ -62,7 +62,6 @@ class Retrieved:
     hits: list[Hit]
     timings: dict[str, float] = field(default_factory=dict)  # ms: embed, dense, bm25, fuse
 
-    distinctive: tuple[str, ...] = ()  # rare question terms found verbatim in the top paper (e.g. "solar")
     query_vector: np.ndarray | None = field(default=None, repr=False)  # reused for evidence: embed once
 
     @property
@@ -154,11 +153,10 @@ class Retriever:
             hits.append(Hit(paper=paper, score=scores[pid], passages=tuple(best), why=why,
                             dense_rank=dense_rank.get(pid), bm25_rank=bm25_rank.get(pid),
                             best_similarity=best_sim.get(pid, 0.0)))
-        distinctive = self._distinctive(question, hits[0]) if hits else ()
         timings["fuse_ms"] = (time.perf_counter() - t) * 1000 - fetch_ms
         timings["dense_ms"] += fetch_ms  # reading the shown chunks' texts is the dense retriever's cost
         timings["retrieve_ms"] = sum(timings.values())
-        return Retrieved(hits=hits, timings=timings, distinctive=distinctive, query_vector=qvec)
+        return Retrieved(hits=hits, timings=timings, query_vector=qvec)
 
     def _dense(self, qvec: np.ndarray, filters: Filters, allowed: set[str] | None) -> list[StoredChunk]:
         """The nearest `candidates` chunks of allowed papers.
@@ -205,21 +203,11 @@ class Retriever:
                 out.append(word)
         return tuple(dict.fromkeys(out))
 
-    def _distinctive(self, question: str, top: Hit) -> tuple[str, ...]:
-        """Question terms that name something specific: found in the top paper and in few others.
-
-        Short questions such as "What does SOLAR stand for?" have a low cosine to any chunk, yet "solar" occurs in
-        one paper only; such a term is evidence enough not to abstain before reading the paper.
-        """
+    def rare_terms(self, text: str) -> tuple[str, ...]:
+        """Words of the text few papers use: the papers of each word's best `limit * 4 + 8` BM25 chunks number
+        between 1 and `limit` (2, or one paper in 200). e.g. "What does SOLAR stand for?" -> ("solar",)."""
         if self.lexical is None:
             return ()
-        paper_words = set(tokens(top.paper.raw + " " + top.paper.title))
         rare_limit = max(2, self._papers // 200)
-        out = []
-        for term in dict.fromkeys(tokens(question)):
-            if len(term) < 3 or term not in paper_words:
-                continue
-            # i.e. the papers of the term's best rare_limit * 4 + 8 BM25 chunks are between 1 and rare_limit
-            if self.lexical.in_few_papers(term, k=rare_limit * 4 + 8, limit=rare_limit):
-                out.append(term)
-        return tuple(out)
+        return tuple(term for term in dict.fromkeys(tokens(text))
+                     if len(term) >= 3 and self.lexical.in_few_papers(term, k=rare_limit * 4 + 8, limit=rare_limit))

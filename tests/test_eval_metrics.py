@@ -13,6 +13,7 @@ import pytest
 from eval import metrics as M
 from eval.report import PLOTS, compare_runs
 from eval.run import QueryCache, Question, evaluate, load_qa, load_run
+from rag import question as Q
 from rag.config import Settings
 from rag.records import CANNOT_ANSWER, Answer, Citation, Hit, Paper, SentenceCheck
 
@@ -200,8 +201,12 @@ class FakePipeline:
     def __init__(self, replies: dict[str, tuple[str, list[str], bool]]) -> None:
         self.replies = replies
 
-    def condense(self, question: str, history: list[dict[str, str]]) -> str:
-        return f"{question} (previous question: {history[0]['content']})"
+    def read(self, question: str, history: list[dict[str, str]] | None = None) -> Q.Question:
+        searched = f"{question} (previous question: {history[0]['content']})" if history else question
+        return Q.read(question).in_context(searched)
+
+    def retrieve(self, question: Q.Question, filters: Any = None, top_k: int | None = None) -> _Got:
+        return self.search(question.searched, top_k=top_k)
 
     def search(self, question: str, filters: Any = None, top_k: int | None = None, mode: str | None = None) -> _Got:
         order = ["p1", "p0", "p2", "p3", "p4"] if "SusDiet" in question else ["p0", "p1", "p2", "p3", "p4"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +128,7 @@ def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
 
 
 def _with(r: Retriever, **changes: Any) -> Retriever:
-    return Retriever(r.embedder, r.store, r.lexical, r.catalog, replace(r.settings, **changes))
+    return Retriever(r.embedder, r.store, r.lexical, r.catalog, r.settings.model_copy(update=changes))
 
 
 class ExactStore:
@@ -180,9 +179,10 @@ def test_filters_after_an_over_fetch_equal_where(retriever: Retriever) -> None:
     widened = 0
     for candidates in (3, 10, 40):
         post = Retriever(retriever.embedder, fake, retriever.lexical, retriever.catalog,
-                         replace(retriever.settings, candidates=candidates))
+                         retriever.settings.model_copy(update={"candidates": candidates}))
         where = Retriever(retriever.embedder, fake, retriever.lexical, retriever.catalog,
-                          replace(retriever.settings, candidates=candidates, filter_fetch_max=0))  # always `where`
+                          retriever.settings.model_copy(update={"candidates": candidates,
+                                                                      "filter_fetch_max": 0}))  # always `where`
         for f in _filters(retriever.catalog):
             allowed = retriever.catalog.ids_where(f.sources, f.has_code, f.paper_ids)
             for q in QUESTIONS[:12]:
