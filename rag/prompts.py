@@ -18,7 +18,6 @@ from .records import CANNOT_ANSWER, ConfigError
 EXPECTED: dict[str, frozenset[str]] = {
     "system": frozenset({"cannot_answer"}),
     "user": frozenset({"sources", "question"}),
-    "condense": frozenset({"history", "question"}),
     "summary": frozenset({"sources", "question"}),
 }
 
@@ -27,7 +26,6 @@ EXPECTED: dict[str, frozenset[str]] = {
 class Prompts:
     system: str  # already rendered: it has no per-question variables, so it is a fixed prefix
     user: str
-    condense: str
     summary: str
     version: str
 
@@ -61,7 +59,6 @@ def load_prompts(folder: Path) -> Prompts:
     return Prompts(
         system=texts["system"].format(cannot_answer=CANNOT_ANSWER),
         user=texts["user"],
-        condense=texts["condense"],
         summary=texts["summary"],
         version=digest.hexdigest()[:10],
     )
