@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def size_settings(settings: Settings, n: int) -> Settings:
     root = settings.paths.data_dir / "bench" / f"size-{n}"
-    return replace(settings, paths=replace(settings.paths, data_dir=root, models_dir=settings.paths.models_dir))
+    return settings.with_values({"paths.data_dir": root, "paths.models_dir": settings.paths.models_dir})
 
 
 def corpus_for(settings: Settings, n: int, seeds_size: int) -> Path:
@@ -200,7 +200,7 @@ def _formats(plan: Plan, settings: Settings, small: Settings, embedder: Embedder
 
     gs = settings.generation
     path = model_path(plan.models[0], settings)
-    prompts = e2e.capture_prompts(small, embedder, LlamaGenerator(replace(gs, model_path=str(path)),
+    prompts = e2e.capture_prompts(small, embedder, LlamaGenerator(gs.model_copy(update={"model_path": str(path)}),
                                                                   settings.paths.data_dir / "bench"), qs)
     texts = _chunk_texts(settings, min(plan.sizes), embedder, limit=8)
     return formats(path, settings.paths.data_dir / "bench" / "models" / "prepared", prompts["cold"], texts,
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         embedder = load_embedder(settings.embedding, settings.paths.data_dir)
 
         def make(batch: int) -> Embedder:
-            return load_embedder(replace(settings.embedding, batch_size=batch), settings.paths.data_dir)
+            return load_embedder(settings.embedding.model_copy(update={"batch_size": batch}), settings.paths.data_dir)
 
         command = "python -m rag bench " + shlex.join(argv)
         res = run(plan, settings, embedder, make_embedder=make, command=command.strip())

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ def generation(models: list[str], sweep: bool, repeats: int, settings: Settings,
     bench_dir = settings.paths.data_dir / "bench"  # copies live apart from the app's own data folder
     for name in models:
         path = model_path(name, settings)
-        shipped = LlamaGenerator(replace(gs, model_path=str(path)), bench_dir)
+        shipped = LlamaGenerator(gs.model_copy(update={"model_path": str(path)}), bench_dir)
         prompts = e2e.capture_prompts(small, embedder, shipped, qs)
         g: dict[str, Any] = {"path": str(path), "loaded": shipped.name,
                              "stream": e2e.stream_figures(shipped, prompts, repeats=repeats), "runs": {}}

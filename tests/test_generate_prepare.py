@@ -14,7 +14,6 @@ import shutil
 import struct
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +67,7 @@ def test_files_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode:
                           size: int) -> None:
     src = fake_gguf(tmp_path / "m.gguf", file_type, size)
     monkeypatch.setattr(quantize, "quantized_copy", lambda *a, **k: pytest.fail("must not quantize"))
-    assert quantize.prepare_model(src, replace(Generation(), quantize=mode), tmp_path / "data") == src
+    assert quantize.prepare_model(src, Generation(quantize=mode), tmp_path / "data") == src
     assert not (tmp_path / "data").exists()
 
 
@@ -86,7 +85,7 @@ def test_auto_and_forced_modes_ask_for_a_copy(tmp_path: Path, monkeypatch: pytes
     for mode, ftype in cases:
         src = fake_gguf(tmp_path / f"{mode}{ftype}.gguf", ftype)
         want = data / "models/prepared/copy.gguf"
-        assert quantize.prepare_model(src, replace(Generation(), quantize=mode), data) == want
+        assert quantize.prepare_model(src, Generation(quantize=mode), data) == want
     assert calls == [data / "models" / "prepared"] * len(cases)
 
 
@@ -187,7 +186,7 @@ def test_the_copy_is_q8_0_loads_and_answers(prepared: tuple[Path, Path, Path]) -
     assert copy != src and copy.parent == data / "models" / "prepared" and gguf.gguf_file_type(copy) == gguf.FTYPE_Q8_0
     record = json.loads(copy.with_suffix(".json").read_text())
     assert record["source"] == str(src.resolve()) and record["size"] == copy.stat().st_size
-    gen = G.LlamaGenerator(replace(Generation(), model_path=str(src), probe_timeout=0), data)
+    gen = G.LlamaGenerator(Generation(model_path=str(src), probe_timeout=0), data)
     assert gen.path == copy and gen.name == f"{src.name} → Q8_0"
     text = "".join(gen.stream([{"role": "user", "content": "What is 2+2?"}], 20, 0.0))
     assert "4" in text
@@ -225,5 +224,5 @@ def test_the_copy_is_reused_then_remade_when_source_or_copy_change(prepared: tup
 @pytest.mark.slow
 def test_off_loads_the_original(prepared: tuple[Path, Path, Path]) -> None:
     src, data, _ = prepared
-    gen = G.LlamaGenerator(replace(Generation(), model_path=str(src), probe_timeout=0, quantize="off"), data)
+    gen = G.LlamaGenerator(Generation(model_path=str(src), probe_timeout=0, quantize="off"), data)
     assert gen.path == src and gen.name == src.name

@@ -7,7 +7,6 @@ A CPU-only build of llama.cpp accepts the value and offloads nothing; a CUDA or 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp
@@ -33,7 +32,7 @@ def test_n_gpu_layers_reaches_the_llama_constructor_and_llama_cpp(layers: int, m
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(llama_cpp, "Llama", Recording)
-    gen = LlamaGenerator(replace(Generation(), n_gpu_layers=layers, n_ctx=256))
+    gen = LlamaGenerator(Generation(n_gpu_layers=layers, n_ctx=256))
     assert seen == [layers]
     assert gen._llm.model_params.n_gpu_layers == (ALL_LAYERS if layers == -1 else layers)
     assert list(gen.stream([{"role": "user", "content": "Hi"}], max_tokens=2, temperature=0.0))  # and it runs

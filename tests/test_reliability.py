@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +156,7 @@ def test_info_search_and_ask_say_when_the_collection_disagrees_with_the_catalog(
 
     data = tmp_path / "data"
     shutil.copytree(seeded.paths.data_dir, data)
-    s = replace(seeded, paths=replace(seeded.paths, data_dir=data))
+    s = seeded.with_values({"paths.data_dir": data})
     ip = IndexPaths.of(s)
     store = ChunkStore(ip.chroma, ip.collection, str(read_meta(ip.catalog, "embedding_model")), 384, create=False)
     store.delete_papers(sorted(store.paper_ids())[:5])
@@ -187,7 +186,7 @@ def test_serve_repairs_a_collection_missing_chunks_and_says_so(seeded, tmp_path:
 
     data = tmp_path / "data"
     shutil.copytree(seeded.paths.data_dir, data)
-    s = replace(seeded, paths=replace(seeded.paths, data_dir=data))
+    s = seeded.with_values({"paths.data_dir": data})
     ip = IndexPaths.of(s)
     store = ChunkStore(ip.chroma, ip.collection, str(read_meta(ip.catalog, "embedding_model")), 384, create=False)
     store.delete_papers(sorted(store.paper_ids())[:3])
@@ -463,7 +462,7 @@ def test_a_query_vector_of_the_wrong_size_is_a_store_error(tmp_path: Path, corpu
 
 
 def _gen(path: Path, **kw: Any) -> Generation:
-    return replace(Generation(), model_path=str(path), **kw)
+    return Generation(model_path=str(path), **kw)
 
 
 @pytest.mark.parametrize(("name", "data", "message"), [
@@ -606,7 +605,7 @@ def test_budgeted_prompts_fit_the_real_models_context() -> None:
     from rag.records import Evidence, Hit
     from rag.text import split_sentences
 
-    gen = G.LlamaGenerator(replace(Generation(), n_ctx=512))
+    gen = G.LlamaGenerator(Generation(n_ctx=512))
     prompts = load_prompts(make_settings(Path("unused")).paths.prompts_dir)
     papers = list(iter_papers([SEEDS], ParseReport()))[:8]
     blocks = [Evidence(n=i + 1, hit=Hit(paper=p, score=1.0), sentences=tuple(split_sentences(p.abstract)))

@@ -7,7 +7,6 @@ import json
 import socket
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -40,7 +39,7 @@ def _delta(text: str) -> dict[str, object]:
 
 
 def _settings(**kw: object) -> Generation:
-    return replace(Generation(), remote_url="http://remote.test/v1", **kw)  # type: ignore[arg-type]
+    return Generation(remote_url="http://remote.test/v1", **kw)  # type: ignore[arg-type]
 
 
 def test_streams_text_deltas_and_counts_with_the_server_tokenizer() -> None:
@@ -83,7 +82,7 @@ def test_unreachable_server_is_a_model_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again at once: nothing listens there
     with pytest.raises(ModelError, match=f"127.0.0.1:{port}.*cannot reach"):
-        RemoteGenerator(replace(Generation(), remote_url=f"http://127.0.0.1:{port}", remote_timeout_s=5.0))
+        RemoteGenerator(Generation(remote_url=f"http://127.0.0.1:{port}", remote_timeout_s=5.0))
 
 
 def test_no_models_listed_asks_for_remote_model() -> None:
@@ -112,7 +111,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_remote_generator_against_llama_cpp_server(llama_server: str) -> None:
     from rag.generate import LlamaGenerator
 
-    gen = RemoteGenerator(replace(Generation(), remote_url=llama_server + "/v1"))
+    gen = RemoteGenerator(Generation(remote_url=llama_server + "/v1"))
     assert gen.url == llama_server and gen.model
     pieces = list(gen.stream(MSGS, 24, 0.0))
     assert len(pieces) > 1 and "".join(pieces).strip()
@@ -127,7 +126,7 @@ def test_remote_generator_against_llama_cpp_server(llama_server: str) -> None:
 def test_pipeline_answers_through_the_remote_server(llama_server: str, seeded: Settings) -> None:
     from rag.pipeline import Assistant
 
-    settings = replace(seeded, generation=replace(seeded.generation, remote_url=llama_server))
+    settings = seeded.with_values({"generation.remote_url": llama_server})
     answer = Assistant(settings, generator=RemoteGenerator(settings.generation)).ask(
         "How much does PrivGate reduce privacy leakage?")
     assert answer.model.endswith(llama_server)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -68,8 +67,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, HashEmbed
 
 
 def _remote(settings: Settings, server: FakeServer, parallel: int) -> tuple[Settings, RemoteGenerator]:
-    s = replace(settings, generation=replace(settings.generation, remote_url="http://gpu-box.test:8000",
-                                             remote_parallel=parallel))
+    s = settings.with_values({"generation.remote_url": "http://gpu-box.test:8000",
+                              "generation.remote_parallel": parallel})
     client = httpx.Client(base_url="http://gpu-box.test:8000", transport=httpx.MockTransport(server))
     return s, RemoteGenerator(s.generation, client=client)
 

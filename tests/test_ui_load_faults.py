@@ -12,7 +12,6 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +139,7 @@ def test_missing_index_is_friendly_and_the_app_recovers(served: tuple[str, Any, 
                                                         tmp_path: Path) -> None:
     """The running app's Assistant pointed at an empty data folder: its retriever raises StoreError naming it."""
     _, assistant, settings = served
-    empty = replace(settings, paths=replace(settings.paths, data_dir=tmp_path / "empty-data"))
+    empty = settings.with_values({"paths.data_dir": tmp_path / "empty-data"})
     (tmp_path / "empty-data").mkdir()
     saved = assistant.settings, assistant._retriever
     assistant.settings, assistant._retriever = empty, None
@@ -164,7 +163,7 @@ def test_model_file_removed_after_start(served: tuple[str, Any, Settings], clien
     models.mkdir()
     copy = models / "copied-smollm2.gguf"
     shutil.copyfile(default_model_path(), copy)
-    generation = replace(settings.generation, model_path=str(copy))
+    generation = settings.generation.model_copy(update={"model_path": str(copy)})
     gen = LlamaGenerator(generation)
     copy.unlink()
     original = assistant.generator
