@@ -1,4 +1,4 @@
-"""`python -m rag`: ingest, ask, search, info, serve, models, eval, bench.
+"""`python -m rag`: ingest, ask, search, info, serve, models, config, eval, bench.
 Builds Settings at the edge, translates errors.
 
 Human output by default, `--json` for machines; library errors become one line on stderr and exit code 2
@@ -28,6 +28,7 @@ EXAMPLES = {
     "models": "examples: python -m rag models   |   python -m rag models install qwen2.5-coder-0.5b --data-dir .rag",
     "eval": "example: python -m rag eval --retrieval-only   |   python -m rag eval --models a.gguf b.gguf",
     "bench": "example: python -m rag bench --sizes 38 10000",
+    "config": "example: RAG_RETRIEVAL_TOP_K=8 python -m rag config --config rag.toml",
 }
 
 
@@ -108,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="the preset to install")
     p.add_argument("--json", action="store_true")
     _common(p)
+
+    p = sub.add_parser("config", help="every setting: its value here, environment variable and what it does",
+                       epilog=EXAMPLES["config"])
+    p.add_argument("--json", action="store_true")
+    _common(p, model=True)
 
     p = sub.add_parser("eval", help="score the system on the QA set", epilog=EXAMPLES["eval"])
     p.add_argument("rest", nargs=argparse.REMAINDER, help="see `python -m rag eval -h`")
@@ -323,6 +329,26 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    import textwrap
+
+    from .config import describe
+
+    rows = describe(settings)  # the descriptions are the settings' own (rag/config.py)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    group = ""
+    for r in rows:
+        section, name = r["key"].split(".", 1)
+        if section != group:
+            print(f"{chr(10) if group else ''}[{section}]")
+            group = section
+        print(f"{name} = {json.dumps(r['value'])}  # {r['env']}" + (f" or {r['alias']}" if r["alias"] else ""))
+        print(textwrap.fill(r["description"], 116, initial_indent="    ", subsequent_indent="    "))
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from ui.app import serve
 
@@ -341,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from(args)
         handler = {"ingest": cmd_ingest, "ask": cmd_ask, "search": cmd_search, "info": cmd_info,
-                   "serve": cmd_serve, "models": cmd_models}[args.command]
+                   "serve": cmd_serve, "models": cmd_models, "config": cmd_config}[args.command]
         return handler(args, settings)
     except RagError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -476,5 +476,7 @@ def _config_error(e: ValidationError, origins: Mapping[str, str]) -> ConfigError
 def describe(settings: Settings | None = None) -> list[dict[str, Any]]:
     """Every setting with its value, environment name and description (the field's own): `python -m rag config`."""
     values = (settings or Settings()).to_dict()
+    alias = {key: var for var, key in ALIASES.items()}
     return [{"key": f"{group}.{name}", "value": values[group][name], "env": env_name(f"{group}.{name}"),
-             "description": info.description or ""} for group, name, info in _fields()]
+             "alias": alias.get(f"{group}.{name}"), "description": info.description or ""}
+            for group, name, info in _fields()]

@@ -1,11 +1,12 @@
 """Settings: defaults < TOML < RAG_* variables < flags; bad names and values are clear errors."""
 
+import json
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from rag.config import ALIASES, MOVED, Settings, describe, env_name, load
+from rag.config import ALIASES, MOVED, Answering, Settings, describe, env_name, load
 from rag.records import ConfigError
 
 
@@ -112,3 +113,14 @@ def test_every_setting_is_described() -> None:
     assert all(r["description"] for r in rows)
     assert {"key": "retrieval.top_k", "value": 5, "env": "RAG_RETRIEVAL_TOP_K"}.items() <= next(
         r for r in rows if r["key"] == "retrieval.top_k").items()
+
+
+def test_the_config_command_prints_every_setting_with_its_description(capsys: pytest.CaptureFixture[str]) -> None:
+    from rag.cli import main
+
+    assert main(["config", "--json", "--data-dir", "/tmp/somewhere"]) == 0
+    rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["paths.data_dir"]["value"] == "/tmp/somewhere" and rows["paths.data_dir"]["alias"] == "RAG_DATA_DIR"
+    assert rows["answer.evidence_margin"]["description"] == Answering.model_fields["evidence_margin"].description
+    assert main(["config"]) == 0
+    assert "[answer]\nsentences_per_paper = 3  # RAG_ANSWER_SENTENCES_PER_PAPER" in capsys.readouterr().out
