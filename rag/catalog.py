@@ -139,9 +139,9 @@ class Catalog:
         """The Library's rows: papers in (source, position) order from one source file (None = any), with a code
         link if `has_code`, whose title or abstract contains `text` (case-folded), at most `limit` of them.
 
-        Selected in SQL, so the app never holds every record: at 100,000 papers loading them all took 2.3 s and
-        ~300 MB (bench/RESULTS.md). A one-word ASCII filter first keeps rows whose stored JSON contains it (`like`
-        folds ASCII case; 0.14 s for a full pass at 100k) and checks those exactly in Python; that pre-filter can
+        Selected in SQL, so the app never holds every record (at 100,000 papers that cost seconds and hundreds of
+        MB). A one-word ASCII filter first keeps rows whose stored JSON contains it (`like`
+        folds ASCII case) and checks those exactly in Python; that pre-filter can
         only miss a match through the two characters whose lower case holds ASCII (the Kelvin sign -> "k", "İ" ->
         "i" + a combining dot), so rows holding one go on to the exact check too when the filter has that letter.
         Other filters (several words, non-ASCII) run the exact test in SQL (~1 s at 100k).

@@ -204,10 +204,10 @@ class OnnxEmbedder:
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         """`embed` for chunks being stored, in batches of `ingest_batch_size`: smaller batches pad less and stay in
-        cache (onnx-int8: 120 chunks/s at 8, 105-111 at 32). Questions and evidence sentences keep `batch_size`,
+        cache (bench/RESULTS.md). Questions and evidence sentences keep `batch_size`,
         since int8 activations are quantized per batch and the answer rules were calibrated on those scores.
-        Batches stay formed by characters: by token count they pad less (1.4% instead of 10.3%) but moved
-        retrieval on the eval (bench/RESULTS.md, issue #15), so that was not adopted."""
+        Batches stay formed by characters: formed by token count they pad less but moved retrieval on the eval
+        (bench/RESULTS.md)."""
         return self._embed(texts, self._ingest_batch)
 
     def _embed(self, texts: list[str], batch: int) -> np.ndarray:

@@ -8,14 +8,14 @@ changed anything, written to a temporary folder and renamed into place, so a cra
 The build streams: chunks arrive one at a time (the indexer pages them out of the store), each is tokenized and kept
 only as (word id, count) pairs in flat integer arrays (`rag.bm25_counts.Counts`), and the scores are then written
 straight into bm25s' sparse layout and handed to a `bm25s.BM25`, which saves, loads and scores as if its own `index`
-had built it (same vocabulary, same arrays, bit for bit). bm25s' `index` wants every chunk's token list at once: at
-295k chunks the build alone peaked at 3.5 GB that way, 1.3 GB streamed, 0.7 GB of it Chroma's own (bench/RESULTS.md).
+had built it (same vocabulary, same arrays, bit for bit). bm25s' `index` wants every chunk's token list at once, so
+its memory grows with the corpus's tokens; streamed, it grows with the distinct words (bench/RESULTS.md has the peaks).
 
 The rebuild is incremental: the counts are saved with the index (`counts.npz`, in the same renamed folder), so
 `update` is given only the chunk ids in the store's order, tokenizes only chunks it has not counted (and those of
 papers the indexer says it rewrote), takes every other chunk's counts from the file, and recomputes every score (a new
-chunk changes every idf and the average length; that is the cheap 2 s). At 295k chunks a full rebuild reads and
-tokenizes every text and title (31-35 s); an update for a few papers takes 3.4-4 s (bench/RESULTS.md). Without usable
+chunk changes every idf and the average length, and that part is cheap): a full rebuild reads and tokenizes every
+text and title, an update only the new ones (bench/RESULTS.md compares them at 295k chunks). Without usable
 counts (an index saved by an older version, a damaged or foreign file) it builds in full. Word ids then differ from
 a full build's (they follow first use), but every word's column, every score and every search result are the same.
 
@@ -253,10 +253,10 @@ class LexicalIndex:
         """The k best chunks for the query words, best first, ties broken by chunk order: (docs, scores).
 
         Scores are summed from the words' postings (a chunk without the word scores 0 in bm25s' "lucene" variant),
-        then only the chunks that contain a query word compete: at 295k chunks, a top-k over all scores (bm25s'
-        `retrieve`, or its `topk`) took 25 ms, nearly all of it partitioning zeros; over the 40-110k scored chunks
-        it takes 2 ms, with the same scores in the same order (30 of 30 bench questions). A word's postings hold
-        each chunk once, so `total[docs] += data` adds exactly what bm25s' `np.add.at` adds.
+        then only the chunks that contain a query word compete: a top-k over all scores (bm25s' `retrieve`, or its
+        `topk`) spends nearly all its time partitioning zeros, and the same scores come out in the same order
+        (tests/test_retrieve.py checks them against bm25s' own). A word's postings hold each chunk once, so
+        `total[docs] += data` adds exactly what bm25s' `np.add.at` adds.
         """
         model: Any = self._bm25
         if self._postings is None:
@@ -281,8 +281,8 @@ class LexicalIndex:
 
         Answered from the postings without building search's result list (see `_papers_in_top`), e.g. "solar" in
         3 chunks of 1 paper -> True; "model" in 121,684 chunks (100k papers), whose best k = 2,008 come from 1,759
-        papers -> False with `limit` = 500. Before, only a bound settled such words and most went on to a search:
-        6-7 ms a question at 100k papers, 25 ms for a hyphenated word (bench/RESULTS.md).
+        papers -> False with `limit` = 500; no search is run, which made the check the retriever's slowest step
+        at 100k papers (bench/RESULTS.md).
         """
         if self._bm25 is None or not self.chunk_ids or k < 1:
             return False
@@ -293,10 +293,10 @@ class LexicalIndex:
     def _papers_in_top(self, q: list[str], want: int) -> int:
         """How many papers the best `want` chunks for the query words (search's order) come from, remembered.
 
-        The index never changes, and the retriever asks this for most question words (every one of 3+ letters in
-        the top paper), so the same common words come back with the same `want`: a look-up after the first time.
-        The first time, one word's best chunks come from its postings alone (`_best_of_word`: 0.1-1 ms at 295k
-        chunks); several words (a hyphenated term yields itself and its parts) are scored as search scores them.
+        The index never changes, and the retriever asks this for every question word of 3+ letters
+        (`Retriever.rare_terms`), so the same common words come back with the same `want`: a look-up after the first
+        time. The first time, one word's best chunks come from its postings alone (`_best_of_word`); several words
+        (a hyphenated term yields itself and its parts) are scored as search scores them.
         """
         ids = tuple(self._word_ids[t] for t in q if t in self._word_ids)  # in query order, as `_top` sums them
         key = (ids, want)

@@ -30,11 +30,11 @@ def rebuild_lexical(store: ChunkStore, catalog: Catalog, folder: Path | None, pa
     """BM25 over every stored chunk (its title and text, as embedded), saved to `folder` (None: in memory only).
 
     In full, chunks are read `page` at a time with their papers' titles and tokenized as they come, so memory holds
-    one page of texts and the index's compact counts, never every text: at 295k chunks the build peaked at 1.3 GB
-    instead of 3.5 GB (bench/RESULTS.md), with the same index.
+    one page of texts and the index's compact counts, never every text (bench/RESULTS.md has the peaks), with the
+    same index.
 
     `incremental` reuses the counts saved with the index in `folder` (`LexicalIndex.update`): only the chunk ids are
-    read from the store (0.9 s at 295k chunks), then the texts and titles of the chunks it has not counted and of
+    read from the store, then the texts and titles of the chunks it has not counted and of
     the papers in the journal of rewritten papers (`note_rewritten`), since a paper whose title changed keeps its
     chunk ids with new text. Without usable counts or journal it builds in full. Saving clears the journal.
     Callers that write the store themselves (benches) and so keep no journal rebuild in full, the default.

@@ -3,7 +3,7 @@
 `Assistant.stream(question)` yields the answer's text as it is generated, then the final `Answer` (whose text may
 differ: invalid markers removed, citations re-pointed, or an extractive fallback). `ask` returns just the Answer,
 `search` just the hits. Models are loaded once, lazily or by `warm()`, and all model compute (embedder and LLM)
-runs under one lock: on two cores, running both at once made query embedding ~10x slower.
+runs under one lock: on a few cores, the two at once slow each other down far more than taking turns.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """Prepared copies of GGUF files: a file of a type with slow CPU kernels requantized to Q8_0 once, then reused.
 
-llama.cpp's Q4_1, Q5_0 and Q5_1 CPU kernels are slow (SmolLM2 Q4_1 prefills ~300 tok/s on two cores, its Q8_0
-requantization ~600), so by default (`prepare_model`) a small file of those types is requantized to Q8_0 once with
-llama.cpp's own quantize API and the copy is loaded instead. Q4_0 is left alone: llama.cpp repacks it at load into
-interleaved blocks with fast AVX2/AVX-512 and NEON kernels, so it prefills faster than its own Q8_0 copy (800 vs 500
-tok/s) and decodes faster (116 vs 98); Q8_0 of a Q4_1 file, by contrast, is near-lossless (KL divergence to an F16
-copy 0.006) where Q4_0 of it is not (0.40; perplexity +26 %), so "auto" never goes down to Q4_0 either
-(bench/formats.py measures all of this). The copy lives in `<data_dir>/models/prepared` beside a JSON record of its
-source; it is remade when the source, the copy or llama-cpp-python changes, and any failure (read-only folder, full
-disk, quantize error) falls back to the original with a warning.
+llama.cpp's Q4_1, Q5_0 and Q5_1 CPU kernels are slow (a Q8_0 requantization prefills about twice as fast), so by
+default (`prepare_model`) a small file of those types is requantized to Q8_0 once with llama.cpp's own quantize API
+and the copy is loaded instead. Q4_0 is left alone: llama.cpp repacks it at load into interleaved blocks with fast
+AVX2/AVX-512 and NEON kernels, so it prefills and decodes faster than its own Q8_0 copy; Q8_0 of a Q4_1 file, by
+contrast, is near-lossless where Q4_0 of it is not, so "auto" never goes down to Q4_0 either (bench/formats.py
+measures all of this; bench/RESULTS.md has the figures). The copy lives in `<data_dir>/models/prepared` beside a JSON
+record of its source; it is remade when the source, the copy or llama-cpp-python changes, and any failure (read-only
+folder, full disk, quantize error) falls back to the original with a warning.
 
 Not here: loading a model (generate.py), checking or reading a file's header (gguf.py). Nothing else is downloaded
 or converted (no other formats, no K-quants: those already have fast kernels). llama_cpp is imported here only for
@@ -33,7 +32,7 @@ from .records import ModelError
 
 log = logging.getLogger(__name__)
 
-AUTO_FTYPES = (FTYPE_Q4_1, FTYPE_Q5_0, FTYPE_Q5_1)  # prefill here: 280-300, 440-480, 250-290 tok/s vs Q8_0 550-660
+AUTO_FTYPES = (FTYPE_Q4_1, FTYPE_Q5_0, FTYPE_Q5_1)  # the types whose CPU kernels prefill slower than Q8_0
 # "auto" leaves bigger files alone: Q8_0 is ~1.9x the bytes of Q4, so a 4-bit 7B model would silently take ~7 GB.
 AUTO_MAX_BYTES = 1 << 30
 

@@ -10,7 +10,7 @@ the model.
 
 Speed (bench/RESULTS.md): the dense search fetches ids, paper ids and distances only, and the texts of just the
 chunks shown for the returned papers; filters are applied after an over-fetch rather than by Chroma's `where`
-(20x slower at 100k papers); the rare-term check counts papers from the BM25 postings instead of searching.
+(far slower at 100k papers); the rare-term check counts papers from the BM25 postings instead of searching.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Retriever:
         self.embedder, self.store, self.lexical, self.catalog, self.settings = (
             embedder, store, lexical, catalog, settings)
         # Counted once: a retriever reads one snapshot of the index (the app makes a new one after an ingest), and
-        # SQLite's count(*) scans the table: 2 ms a question at 100k papers.
+        # SQLite's count(*) scans the table.
         self._papers = catalog.count()
 
     def _allowed(self, filters: Filters) -> set[str] | None:

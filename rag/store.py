@@ -200,11 +200,11 @@ class ChunkStore:
         ones needed with `texts_of`).
 
         Without texts only ids and distances are read, the paper id being the chunk id's prefix
-        (`Chunk.chunk_id` is "<paper_id>:<index>", checked by `upsert`): at 100k papers metadata made a 163-chunk
-        query 21 ms instead of 7 (bench/RESULTS.md), which is what filtering after an over-fetch reads.
+        (`Chunk.chunk_id` is "<paper_id>:<index>", checked by `upsert`): reading metadata too made a query several
+        times slower at 100k papers (bench/RESULTS.md), and filtering after an over-fetch reads many.
         """
         # No count() first: Chroma returns fewer than k results when the collection holds fewer (or none), and
-        # counting took 19 ms a query at 295k chunks.
+        # counting costs about as much as the query at 295k chunks.
         include: list[Any] = ["distances", *(["metadatas", "documents"] if texts else [])]
         try:
             res = self._col.query(query_embeddings=[vector.tolist()], n_results=k, where=where or None,
