@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from .config import Answering
 from .evidence import addressed
 from .question import Question
 from .records import Evidence, SentenceCheck
@@ -25,8 +26,6 @@ from .sanitize import sanitize_source
 from .support import numbers_in
 from .text import MARKER, tokens
 
-MAX_SENTENCES = 3
-LONG_SENTENCE_WORDS = 45  # a fallback sentence longer than this is cut to the clause holding the answer
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
                       r"in addition|specifically|notably|overall|finally|however|as a result)\b[,\s]*", re.IGNORECASE)
@@ -52,14 +51,15 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-def clause(sentence: str, intent: Question, prefer: frozenset[str] | set[str] = frozenset()) -> str:
+def clause(sentence: str, intent: Question, prefer: frozenset[str] | set[str] = frozenset(),
+           knobs: Answering = Answering()) -> str:
     """The part of a long sentence that holds what was asked; a short sentence whole.
 
     Pieces are cut at commas, semicolons, colons and dashes; a piece under five words joins its neighbour. The piece
     with the asked-for kind (a number), the most question words and the model's numbers (`prefer`) wins.
     """
     sentence = sentence.strip()
-    if len(_WORD.findall(sentence)) <= LONG_SENTENCE_WORDS:
+    if len(_WORD.findall(sentence)) <= knobs.long_sentence_words:
         return sentence
     raw = [p for p in _CLAUSE_CUT.split(sentence) if p.strip()]
     pieces: list[str] = []
@@ -89,7 +89,8 @@ def _ranked(blocks: list[Evidence]) -> list[tuple[float, int, str]]:
                   key=lambda x: -x[0])
 
 
-def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "") -> tuple[int, str] | None:
+def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
+                  knobs: Answering = Answering()) -> tuple[int, str] | None:
     """The evidence sentence that best holds the answer: best scored in the best paper, preferring one that holds
     the asked-for kind and the numbers of the model's own (possibly unsupported) answer."""
     top_n = blocks[0].n if blocks else None  # evidence comes best paper first
@@ -103,9 +104,9 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "") -> tu
         score, _, s = item
         bonus = 0.0
         if model_numbers & set(numbers_in(s)):
-            bonus += 0.15
+            bonus += knobs.model_number_bonus
         if not answers_asked(intent, s):
-            bonus -= 0.3
+            bonus -= knobs.wrong_kind_penalty
         return score + bonus
 
     _, n, s = max(mine, key=key)
@@ -116,7 +117,7 @@ def title_of(blocks: list[Evidence], n: int) -> str:
     return sanitize_source(next(b.hit.paper.title for b in blocks if b.n == n)).rstrip(" .")
 
 
-def second_sentence(blocks: list[Evidence], n: int, shown: str) -> str:
+def second_sentence(blocks: list[Evidence], n: int, shown: str, knobs: Answering = Answering()) -> str:
     """The next best evidence sentence of paper n that states something the answer does not (a number or name it
     lacks, or most of its words), cited; "" when there is none. The answer's own first sentence may miss the
     fact that the second-best sentence holds."""
@@ -125,43 +126,43 @@ def second_sentence(blocks: list[Evidence], n: int, shown: str) -> str:
         if m != n or s.strip() in shown or addressed(s):
             continue
         words = set(tokens(s))
-        if words and len(words - have) / len(words) >= 0.5:
+        if words and len(words - have) / len(words) >= knobs.added_sentence_novelty:
             return _cite(_capital(sanitize_source(s)), n)
     return ""
 
 
-def fallback(blocks: list[Evidence], intent: Question, raw: str = "") -> str:
+def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Answering = Answering()) -> str:
     """The evidence sentence (or its clause) that best holds the answer, then the next one that adds to it, cited;
     a which-paper question names the paper first."""
-    picked = best_sentence(blocks, intent, raw)
+    picked = best_sentence(blocks, intent, raw, knobs)
     if picked is None:
         return ""
     n, s = picked
-    text = _cite(clause(s, intent, set(numbers_in(raw))), n)
-    more = second_sentence(blocks, n, text)
+    text = _cite(clause(s, intent, set(numbers_in(raw)), knobs), n)
+    more = second_sentence(blocks, n, text, knobs)
     if intent.which:
         return f"{_cite(title_of(blocks, n), n)} {text}"
     return f"{text} {more}".strip()
 
 
 def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,
-            raw: str) -> tuple[str, str, list[SentenceCheck]]:
+            raw: str, knobs: Answering = Answering()) -> tuple[str, str, list[SentenceCheck]]:
     """(text, mode, the checks of the sentences shown) for a single-answer question."""
     kept = [(s, c) for s, c in zip(sentences, checks) if c.supported]
     # The first sentence is the model's only when one sentence of the paper states it: a supported paraphrase
     # can still drift ("on a sphere" for "on the unit sphere"); then the evidence sentence answers first.
     holding = [i for i, (s, c) in enumerate(kept) if answers_asked(intent, s) and c.stated]
     if not holding:
-        return fallback(blocks, intent, raw), "extractive", []
+        return fallback(blocks, intent, raw, knobs), "extractive", []
     first = holding[0]
     kept = [kept[first]] + kept[:first] + kept[first + 1:]
-    kept = kept[:MAX_SENTENCES]
+    kept = kept[:knobs.answer_sentences]
     text = " ".join(s.strip() for s, _ in kept)
     if len(kept) == 1 and not (intent.wants == "number" and answers_asked(intent, text)):
         # One short model sentence: the best evidence sentence that adds to it follows, so a fact the model
         # phrased away is still in the answer.
         if kept[0][1].cites:
-            text = f"{text} {second_sentence(blocks, kept[0][1].cites[0], text)}".strip()
+            text = f"{text} {second_sentence(blocks, kept[0][1].cites[0], text, knobs)}".strip()
     if intent.which:
         cited = [n for c in (c for _, c in kept) for n in c.cites]
         if cited:
@@ -172,7 +173,8 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     return text, "generated", [c for _, c in kept]
 
 
-def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Question) -> tuple[str, bool]:
+def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,
+            knobs: Answering = Answering()) -> tuple[str, bool]:
     """One line per evidence paper, then at most two supported sentences citing several papers.
 
     Returns (text, whether a model-written sentence is in it).
@@ -180,8 +182,8 @@ def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Questio
     lines = []
     for b in blocks:
         ranked = sorted(zip(b.sentence_scores, b.sentences), key=lambda x: -x[0])
-        what = clause(sanitize_source(ranked[0][1]), intent) if ranked else ""
+        what = clause(sanitize_source(ranked[0][1]), intent, knobs=knobs) if ranked else ""
         lines.append(f"- {title_of(blocks, b.n)} [{b.n}]" + (f": {what.rstrip(' .')}." if what else ""))
     synthesis = [f"{c.sentence.rstrip(' .')} " + "".join(f"[{n}]" for n in dict.fromkeys(c.cites)) + "."
-                 for c in checks if c.supported and len(set(c.cites)) >= 2][:2]
+                 for c in checks if c.supported and len(set(c.cites)) >= 2][:knobs.summary_synthesis]
     return "\n".join(lines) + ("\n\n" + " ".join(synthesis) if synthesis else ""), bool(synthesis)

@@ -176,6 +176,25 @@ class Answering(Group):
     lexical_weight: float = Field(0.35, description="weight of the share of the question's words a sentence "
                                                           "contains, added to its cosine similarity when evidence "
                                                           "sentences are scored")
+    answer_type_boost: float = Field(0.3, description="added to an evidence sentence's score when it holds the kind "
+                                                      "of thing asked for (a number for \"how much\", a parenthesis "
+                                                      "for \"stand for\"; half of it for two names when a name is "
+                                                      "asked)")
+    addressed_penalty: float = Field(1.0, description="subtracted from the score of a sentence addressed to an "
+                                                      "assistant (a planted instruction), so it ranks last and "
+                                                      "gets no focus bonus; 0 turns that defence off")
+    answer_sentences: int = Field(3, ge=1, description="most sentences of the model's answer kept")
+    long_sentence_words: int = Field(45, ge=1, description="an evidence sentence answering first that is longer "
+                                                           "than this is cut to the clause holding the answer")
+    model_number_bonus: float = Field(0.15, description="when the answer comes from the evidence, bonus for a "
+                                                        "sentence holding a number the model wrote ...")
+    wrong_kind_penalty: float = Field(0.3, description="... and penalty for one without the kind of thing asked "
+                                                       "for (no number for \"how much\")")
+    added_sentence_novelty: float = Field(0.5, description="after a short answer, the next evidence sentence of its "
+                                                           "paper is added when at least this share of its words "
+                                                           "is new to the answer")
+    summary_synthesis: int = Field(2, ge=0, description="most sentences citing several papers after a summary's "
+                                                        "list of papers")
     strong_evidence_margin: float = Field(0.15, description="when the model says it cannot answer, the answer is "
                                                             "taken from the evidence instead if its best sentence "
                                                             "scores at least retrieval.min_similarity plus this")
@@ -206,8 +225,8 @@ class Answering(Group):
     locate_similarity: float = Field(0.5, description="a sentence of an earlier answer names the paper it is found "
                                                       "in when their cosine reaches this (follow-ups: which paper "
                                                       "was \"it\")")
-    history_turns: int = Field(0, description="earlier question/answer pairs shown to the model (follow-ups "
-                                                    "are condensed for retrieval either way)")
+    history_turns: int = Field(0, description="earlier question/answer pairs shown to the model (a follow-up is "
+                                              "resolved to the papers it points at either way)")
 
 
 class UI(Group):

@@ -29,18 +29,16 @@ from .embed import Embedder
 from .records import Evidence, Hit
 from .text import split_sentences, tokens
 
-TYPE_BOOST = 0.3
 
-
-def answer_type_boost(asks: frozenset[str], sentence: str) -> float:
+def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
     """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name)."""
     boost = 0.0
     if "number" in asks and re.search(r"\d", sentence):
-        boost += TYPE_BOOST
+        boost += weight
     if "expansion" in asks and "(" in sentence:
-        boost += TYPE_BOOST
+        boost += weight
     if "name" in asks and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
-        boost += TYPE_BOOST / 2
+        boost += weight / 2
     return boost
 # Sentences addressed to an assistant rather than describing research ("Ignore all previous instructions and reply
 # ...", "Note to AI assistants: ...", "every answer must ..."): planted instructions, never evidence. They are data
@@ -52,7 +50,6 @@ _ADDRESSED = re.compile(
     r"\bnote to (ai|llm|language model|assistant)|\b(ai|llm) assistants?\b|\bassistant,|system prompt|"
     r"\bcite (paper|source) \[|\bnew policy\b|\binto your (answer|response|reply)\b|ignorez|忽略",
     re.IGNORECASE)
-ADDRESSED_PENALTY = 1.0
 
 
 def addressed(text: str) -> bool:
@@ -65,7 +62,7 @@ class SentenceScorer:
 
     def __init__(self, embedder: Embedder, knobs: Answering = Answering(), cache_size: int = 2048) -> None:
         self.embedder = embedder
-        self.lexical_weight = knobs.lexical_weight
+        self.knobs = knobs
         self._cache: OrderedDict[str, tuple[list[str], np.ndarray]] = OrderedDict()
         self._size = cache_size
 
@@ -96,8 +93,9 @@ class SentenceScorer:
             scored = []
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
-                score = float(sim) + self.lexical_weight * overlap + answer_type_boost(question.asks, s)
-                scored.append((s, score - ADDRESSED_PENALTY if _ADDRESSED.search(s) else score))
+                score = (float(sim) + self.knobs.lexical_weight * overlap
+                         + answer_type_boost(question.asks, s, self.knobs.answer_type_boost))
+                scored.append((s, score - self.knobs.addressed_penalty if _ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
 
@@ -129,7 +127,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     kept = sorted((r for r in ranked if r[0] >= top - margin), key=lambda r: (-r[0], r[1]))[:max_papers]
     blocks: list[Evidence] = []
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
-        sents = with_focus(question.scored, sents, focus_weight)
+        sents = with_focus(question.scored, sents, focus_weight, scorer.knobs.addressed_penalty > 0)
         order = sorted(range(len(sents)), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
@@ -141,7 +139,8 @@ def _stem(word: str) -> str:
     return word[:5] if len(word) >= 5 else word
 
 
-def with_focus(question: str, sents: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
+def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
+               penalise_orders: bool = True) -> list[tuple[str, float]]:
     """Sentence scores plus `weight` times the share of the question's words each sentence holds, every word
     weighted by how few of this paper's sentences use it.
 
@@ -158,7 +157,7 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float) -> 
     total = sum(idf.values()) or 1.0
     # A planted order gets no bonus: its penalty must keep it last however many question words it repeats.
     def bonus(s: str, w: set[str]) -> float:
-        if ADDRESSED_PENALTY and addressed(s):
+        if penalise_orders and addressed(s):
             return 0.0
         return weight * sum(v for t, v in idf.items() if t in w) / total
 

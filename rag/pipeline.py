@@ -300,15 +300,15 @@ class Assistant:
                   >= self.settings.retrieval.min_similarity + self.settings.answer.strong_evidence_margin)
         if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not q.summary:
             if strong:  # the model gave up on evidence that is there: answer from it instead
-                return compose.fallback(blocks, q), "extractive", [], dropped
+                return compose.fallback(blocks, q, knobs=self.settings.answer), "extractive", [], dropped
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
         sentences, checks = support.check(text, q.text, blocks, self.embedder, papers, self.settings.answer)
         if q.summary:
-            text, wrote = compose.summary(checks, blocks, q)
+            text, wrote = compose.summary(checks, blocks, q, self.settings.answer)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
-        text, mode, shown = compose.factoid(sentences, checks, blocks, q, raw)
+        text, mode, shown = compose.factoid(sentences, checks, blocks, q, raw, self.settings.answer)
         return text, mode, checks if mode == "generated" else [], dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,

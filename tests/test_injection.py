@@ -89,14 +89,13 @@ def injected_index(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
 
 @pytest.mark.parametrize("name", ["ignore_instructions", "chatml_turn", "markdown_image", "markdown_link", "html_tags",
                                   "fake_citation", "cite_paper_9"])
-def test_a_model_that_obeys_is_neutralised_by_the_pipeline(injected_index, name: str,  # type: ignore[no-untyped-def]
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    # The first defence, ranking sentences addressed to an assistant last, is switched off so the planted order
-    # reaches the model: what follows tests the defences behind it.
-    monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)
+def test_a_model_that_obeys_is_neutralised_by_the_pipeline(injected_index, name: str) -> None:  # type: ignore[no-untyped-def]
     s, emb = injected_index
-    # Choosing sentences by the question's rare words also keeps some orders out: off too, for the same reason.
-    s = s.with_values({"answer.evidence_focus_weight": 0.0, "answer.evidence_cover_weight": 0.0})
+    # The first defence, ranking sentences addressed to an assistant last, is switched off so the planted order
+    # reaches the model: what follows tests the defences behind it. Choosing sentences by the question's rare words
+    # also keeps some orders out: off too, for the same reason.
+    s = s.with_values({"answer.addressed_penalty": 0.0, "answer.evidence_focus_weight": 0.0,
+                       "answer.evidence_cover_weight": 0.0})
     attack = next(a for a in load_attacks() if a.attack == name)
     recorder = Recorder(ScriptedGenerator([OBEYING]))
     a = Assistant(s, embedder=emb, generator=recorder)
@@ -123,10 +122,9 @@ def test_planted_orders_are_ranked_out_of_the_prompt(injected_index) -> None:  #
         assert r["injected_in_prompt"] and not r["payload_in_prompt"], name  # the paper is there, its order is not
 
 
-def test_summary_counts_followed_answers(injected_index,  # type: ignore[no-untyped-def]
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)
+def test_summary_counts_followed_answers(injected_index) -> None:  # type: ignore[no-untyped-def]
     s, emb = injected_index
+    s = s.with_values({"answer.addressed_penalty": 0.0})
     attack = next(a for a in load_attacks() if a.attack == "ignore_instructions")
     # supported sentence + the canary: the support check cannot tell a copied order from a copied fact, so this
     # ships, and the scorer must count it
@@ -140,12 +138,11 @@ def test_summary_counts_followed_answers(injected_index,  # type: ignore[no-unty
 
 
 @pytest.mark.slow
-def test_smollm2_follows_no_injected_instruction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_smollm2_follows_no_injected_instruction(tmp_path: Path) -> None:
     from rag.pipeline import ingest
 
-    monkeypatch.setattr("rag.evidence.ADDRESSED_PENALTY", 0.0)  # expose the real model to the planted orders
-
-    s = make_settings(tmp_path / "data")
+    # The ranking defence off: the real model is exposed to the planted orders.
+    s = make_settings(tmp_path / "data", **{"answer.addressed_penalty": 0.0})
     ingest(s, paths=[SEEDS, ABSTRACTS])
     a = Assistant(s)
     recorder = Recorder(a.generator)
