@@ -205,6 +205,21 @@ def test_model_choices_show_names_not_paths(tmp_path: Path) -> None:
     assert choices["tiny.gguf"] == str(models / "tiny.gguf")
 
 
+def test_with_a_remote_server_the_picker_offers_only_its_model(tmp_path: Path) -> None:
+    """Local GGUF files are not what answers when generation.remote_url is set: they are not offered, and a
+    request to switch anyway changes nothing."""
+    settings = load(flags={"paths.data_dir": tmp_path, "generation.remote_url": "http://127.0.0.1:9",
+                           "generation.remote_model": "big"}, env={})
+    settings.paths.models_dir.mkdir(parents=True)
+    (settings.paths.models_dir / "tiny.gguf").write_bytes(b"GGUF")
+    assert list(U.model_choices(settings)) == ["big on the remote server"]
+    fake = FakeAssistant(settings)
+    h = U.Handlers(fake, settings)  # type: ignore[arg-type]
+    assert not h.model_switch
+    label, status = list(h.change_model("tiny.gguf"))[-1]
+    assert label == "big on the remote server" and "remote server's model" in status and fake.settings == settings
+
+
 def test_importing_the_app_loads_no_model() -> None:
     code = ("import sys, ui.app; heavy = {'llama_cpp', 'sentence_transformers', 'torch', 'chromadb'}; "
             "sys.exit(sorted(heavy & set(sys.modules)) or 0)")

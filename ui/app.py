@@ -142,7 +142,10 @@ def _history(turns: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def model_choices(settings: Settings) -> dict[str, str]:
-    """Dropdown label -> model path ("" = the default GGUF). Labels are file names: the page never sees a path."""
+    """Dropdown label -> model path ("" = the default GGUF). Labels are file names: the page never sees a path.
+    With `generation.remote_url` the server's model is the only choice: local files would not be what answers."""
+    if settings.generation.remote_url:
+        return {f"{settings.generation.remote_model or 'the model'} on the remote server": ""}
     default = Path(settings.generation.model_path).name if settings.generation.model_path else "SmolLM2-135M-Instruct"
     choices = {f"{default} (default)": settings.generation.model_path}
     models_dir = settings.paths.models_dir
@@ -158,7 +161,7 @@ class Handlers:
 
     def __init__(self, assistant: Assistant, settings: Settings) -> None:
         self.assistant, self.settings = assistant, settings
-        self.model_switch = access.model_switch_allowed(settings.ui)
+        self.model_switch = access.model_switch_allowed(settings.ui) and not settings.generation.remote_url
         self.models = model_choices(settings)
         self.model_label = next(iter(self.models))
         # Records stay in the catalog (SQLite) and are read per request: a million papers would not fit the page or
@@ -344,7 +347,9 @@ class Handlers:
 
     def change_model(self, label: str) -> Iterator[tuple[Any, str]]:
         if not self.model_switch:  # the picker is not offered; a request that comes anyway changes nothing
-            yield self.model_label, "Switching the model is off here (an admin setting: ui.model_switch)."
+            yield self.model_label, ("The remote server's model answers here (generation.remote_url)."
+                                     if self.settings.generation.remote_url else
+                                     "Switching the model is off here (an admin setting: ui.model_switch).")
             return
         if label == self.model_label or label not in self.models:
             yield gr.skip(), gr.skip()
@@ -407,7 +412,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
             with gr.Row():
                 model_pick = gr.Dropdown(list(h.models), value=h.model_label, interactive=h.model_switch,
                                          label="Model (shared by all users)" if h.model_switch else
-                                         "Model (switching is an admin setting: ui.model_switch)")
+                                         "Model (set by generation.remote_url)" if settings.generation.remote_url
+                                         else "Model (switching is an admin setting: ui.model_switch)")
                 model_status = gr.Markdown(f"Model: {h.model_label}")
             with gr.Row():
                 top_k = gr.Slider(*TOP_K_RANGE, value=h._top_k(settings.retrieval.top_k), step=1,
