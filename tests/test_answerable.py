@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from conftest import make_settings
 from fakes import HashEmbedder, ScriptedGenerator
+from helpers import make_settings
 
 from rag.answerable import unanswerable_reason
 from rag.indexer import build_index

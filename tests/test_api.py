@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from conftest import SEEDS, free_port, make_settings, server_process
 from fakes import HashEmbedder, ScriptedGenerator
 from gradio_client import Client
+from helpers import SEEDS, free_port, make_settings, server_process
 
 from rag.config import Settings
 from rag.indexer import build_index

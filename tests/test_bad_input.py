@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SEEDS, make_settings
 from fakes import HashEmbedder
+from helpers import SEEDS, make_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

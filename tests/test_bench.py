@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import SEEDS, make_settings
 from fakes import HashEmbedder, ScriptedGenerator
+from helpers import SEEDS, make_settings
 
 from bench import cli, report
 from bench.corpus import corpus_file, records

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import free_port, make_settings, server_process
 from fakes import HashEmbedder, ScriptedGenerator
+from helpers import free_port, make_settings, server_process
 
 from rag.index import IndexPaths, open_store
 from rag.pipeline import Assistant, ingest

@@ -89,7 +89,7 @@ def _thread_lock_for_tqdm() -> None:
 
 
 def _settings(data: Path, corpus: Path) -> Any:
-    from conftest import make_settings
+    from helpers import make_settings
 
     return make_settings(data, **{"paths.seeds_dir": corpus})
 
@@ -266,7 +266,7 @@ def _verify(data: Path, corpus: Path, versions: list[Path]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def ctx() -> Any:
     context = mp.get_context("forkserver")
-    context.set_forkserver_preload(["chromadb", "bm25s", "rag.indexer", "rag.store", "fakes", "conftest"])
+    context.set_forkserver_preload(["chromadb", "bm25s", "rag.indexer", "rag.store", "fakes", "helpers"])
     return context
 
 

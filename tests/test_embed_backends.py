@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SEEDS
+from helpers import SEEDS
 
 from rag.config import Chunking, Embedding, Settings, load
 from rag.onnx_embed import artefact
@@ -228,7 +228,7 @@ def test_int8_artefact_is_quantized_and_prints_nothing(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from helpers import ROOT
 
     done = subprocess.run([sys.executable, "-c", TINY_EXPORT, str(tmp_path)], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from rag import generate as G
 from rag import gguf, quantize

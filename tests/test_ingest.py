@@ -131,8 +131,8 @@ def test_stored_chunks_go_through_embed_documents_when_the_embedder_has_it(tmp_p
     """The real embedder batches stored chunks apart from questions (`embed_documents`); the indexer uses it when
     present, and a plain embedder (`embed` only) still works."""
     import numpy as np
-    from conftest import SEEDS, make_settings
     from fakes import HashEmbedder
+    from helpers import SEEDS, make_settings
 
     from rag.indexer import build_index
 

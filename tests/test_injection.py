@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS, make_settings
 from fakes import HashEmbedder, ScriptedGenerator
+from helpers import SEEDS, make_settings
 
 from eval.injection import (
     ABSTRACTS,

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_settings
 from fakes import HashEmbedder
+from helpers import make_settings
 
 from rag.catalog import Catalog
 from rag.chunk import embed_text

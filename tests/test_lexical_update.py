@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_settings
 from fakes import HashEmbedder
+from helpers import make_settings
 from test_lexical_build import QUERIES, _corpus
 
 from rag import indexer

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
 from fakes import HashEmbedder, ScriptedGenerator
+from helpers import make_settings
 
 from rag.indexer import build_index
 from rag.pipeline import Assistant

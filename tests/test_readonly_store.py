@@ -1,5 +1,5 @@
 """A read-only data folder: search still answers (reading needs no writes), `ingest` fails with one line, and no
-file in the folder changes, byte for byte. The folder is made read-only with `conftest.read_only_shell` (a
+file in the folder changes, byte for byte. The folder is made read-only with `helpers.read_only_shell` (a
 read-only bind mount in a private mount namespace, since chmod does not stop root, who runs CI)."""
 
 import hashlib
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, read_only_shell
+from helpers import ROOT, read_only_shell
 
 pytestmark = pytest.mark.slow
 

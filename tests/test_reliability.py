@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, SEEDS, make_settings
 from fakes import HashEmbedder, ScriptedGenerator
+from helpers import ROOT, SEEDS, make_settings
 
 from rag import generate as G
 from rag import gguf
@@ -231,7 +231,7 @@ _HOLDER = textwrap.dedent("""
     import sys, time
     sys.path[:0] = sys.argv[1:3]
     from pathlib import Path
-    from conftest import make_settings
+    from helpers import make_settings
     from fakes import HashEmbedder
     from rag.indexer import build_index
 
@@ -247,7 +247,7 @@ _SECOND = textwrap.dedent("""
     import sys, time
     sys.path[:0] = sys.argv[1:3]
     from pathlib import Path
-    from conftest import make_settings
+    from helpers import make_settings
     from fakes import HashEmbedder
     from rag.indexer import build_index
     from rag.records import StoreLockedError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, server_process
+from helpers import free_port, server_process
 
 from rag.config import Generation, Settings
 from rag.records import CANNOT_ANSWER, ModelError

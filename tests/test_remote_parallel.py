@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import make_settings
 from fakes import HashEmbedder, ScriptedGenerator
+from helpers import make_settings
 
 from rag.config import Settings
 from rag.indexer import build_index

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from conftest import free_port, server_process
+from helpers import free_port, server_process
 
 from rag.config import load
 from rag.index import IndexPaths

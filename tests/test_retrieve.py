@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, make_settings
 from fakes import HashEmbedder
+from helpers import ROOT, make_settings
 
 from rag.catalog import Catalog
 from rag.index import IndexPaths, open_store
@@ -268,3 +268,36 @@ def test_filtered_bm25_search_keeps_the_order_of_the_full_ranking() -> None:
                 want = [(index.chunk_ids[d], index.paper_ids[d], s) for d, s in ranking
                         if index.paper_ids[d] in allowed][:k]
                 assert index.search(q, k, allowed=allowed) == want, (q, allowed, k)
+
+
+def test_hybrid_fusions_score_papers_from_both_retrievers_best_chunks(retriever: Retriever) -> None:
+    """'score': best cosine (the lowest cosine read, for a paper only BM25 found) + weight * best BM25 / the best
+    BM25; 'rrf': 1 / (rrf_k + dense rank) + bm25_weight / (rrf_k + BM25 rank). Recomputed here from the two
+    retrievers' own results, for every returned paper."""
+    lexical = retriever.lexical
+    assert lexical is not None
+    both = 0
+    for q in QUESTIONS[:20]:
+        dense = retriever.store.query(retriever.embedder.embed([q])[0], retriever.settings.candidates, texts=False)
+        cos: dict[str, float] = {}
+        for c in dense:
+            cos[c.paper_id] = max(cos.get(c.paper_id, -1.0), c.similarity)
+        bm25: dict[str, float] = {}
+        for _, pid, score in lexical.search(q, retriever.settings.candidates):
+            bm25[pid] = max(bm25.get(pid, 0.0), score)
+        floor, top = min(c.similarity for c in dense), max(bm25.values())
+        scored = _with(retriever, fusion="score", bm25_score_weight=0.3).search(q, top_k=10).hits
+        for h in scored:
+            pid = h.paper.paper_id
+            assert h.score == pytest.approx(cos.get(pid, floor) + 0.3 * bm25.get(pid, 0.0) / top), q
+        assert [h.score for h in scored] == sorted((h.score for h in scored), reverse=True)
+        dense_rank = {p: i + 1 for i, p in enumerate(dict.fromkeys(c.paper_id for c in dense))}
+        bm25_rank = {p: i + 1 for i, p in
+                     enumerate(dict.fromkeys(pid for _, pid, _ in lexical.search(q, retriever.settings.candidates)))}
+        for h in _with(retriever, fusion="rrf", bm25_weight=2.0, rrf_k=60).search(q, top_k=10).hits:
+            pid = h.paper.paper_id
+            want = (1 / (60 + dense_rank[pid]) if pid in dense_rank else 0.0) + \
+                (2.0 / (60 + bm25_rank[pid]) if pid in bm25_rank else 0.0)
+            assert h.score == pytest.approx(want), q
+            both += pid in dense_rank and pid in bm25_rank
+    assert both  # papers found by both retrievers were fused

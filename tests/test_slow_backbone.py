@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, make_settings
+from helpers import ROOT, make_settings
 
 from rag.chunk import chunk_paper, embed_text
 from rag.parse import ParseReport, iter_papers

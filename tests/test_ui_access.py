@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ROOT, free_port
+from helpers import ROOT, free_port
 from test_ui_limits import SlowAssistant
 
 from rag.config import Settings, load

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import running_app
+from helpers import running_app
 
 from rag.catalog import Catalog
 from rag.config import Settings, load
@@ -173,8 +173,8 @@ def test_a_broken_model_file_is_refused_with_a_friendly_status(tmp_path: Path) -
 def test_use_model_builds_the_generator_the_settings_name(tmp_path: Path) -> None:
     """Assistant.use_model (the UI's picker): with generation.remote_url the remote server's model, as at start-up,
     never a local GGUF; a model that cannot be loaded changes neither the generator nor the settings."""
-    from conftest import free_port
     from fakes import ScriptedGenerator
+    from helpers import free_port
 
     from rag.pipeline import Assistant
     from rag.records import ModelError
@@ -356,7 +356,7 @@ def test_browser_streams_and_links_citation(served: tuple[str, Settings], tmp_pa
 
 def test_catalog_find_agrees_with_filtering_every_record(tmp_path: Path) -> None:
     """`Catalog.find` (SQL) returns what a pass over every paper in (source, position) order returns."""
-    from conftest import SEEDS
+    from helpers import SEEDS
 
     from rag.parse import ParseReport, iter_papers
 

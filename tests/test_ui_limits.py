@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import SEEDS, free_port
+from helpers import SEEDS, free_port
 
 from rag.catalog import Catalog
 from rag.config import Settings, load
@@ -169,8 +169,8 @@ def test_the_app_follows_a_finished_ingest_between_questions(tmp_path: Path, cor
     reloads and finds the new paper, without a restart; with nothing new it keeps its loaded index."""
     import json
 
-    from conftest import make_settings
     from fakes import HashEmbedder, ScriptedGenerator
+    from helpers import make_settings
 
     from rag.indexer import build_index
     from rag.pipeline import Assistant
@@ -195,8 +195,8 @@ def test_the_app_follows_a_finished_ingest_between_questions(tmp_path: Path, cor
 def test_a_rebuild_while_serving_never_leaves_the_app_without_an_index(tmp_path: Path, corpus: Path) -> None:
     """`ingest --rebuild` sets the old index aside instead of deleting it: the app answers from it during the
     rebuild, follows the new one when it is published, and the next ingest collects the old one."""
-    from conftest import make_settings
     from fakes import HashEmbedder, ScriptedGenerator
+    from helpers import make_settings
 
     from rag.index import IndexPaths
     from rag.indexer import build_index

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import running_app
+from helpers import running_app
 
 from rag.config import Settings
 from rag.records import ModelError
