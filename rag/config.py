@@ -112,12 +112,18 @@ class Embedding(Group):
 
 
 class Retrieval(Group):
-    mode: Literal["hybrid", "dense", "bm25"] = Field("hybrid", description="'hybrid' (BM25 + dense, reciprocal rank "
-                                                                           "fusion), 'dense' or 'bm25'")
+    mode: Literal["hybrid", "dense", "bm25"] = Field("hybrid", description="'hybrid' (BM25 + dense, fused), 'dense' "
+                                                                           "or 'bm25'")
+    fusion: Literal["score", "rrf"] = Field("score", description="how hybrid fuses: 'score' = a paper's best cosine "
+                                                                 "plus bm25_score_weight times its best BM25 score "
+                                                                 "over the question's best; 'rrf' = reciprocal rank "
+                                                                 "fusion (rrf_k, bm25_weight)")
+    bm25_score_weight: float = Field(0.2, ge=0.0, description="'score' fusion: weight of a paper's BM25 score, as a "
+                                                              "share of the best BM25 score for the question")
     top_k: int = Field(5, ge=1, description="papers returned per question")
     candidates: int = Field(40, description="chunks fetched from each retriever before fusion")
     rrf_k: int = Field(60, description="reciprocal rank fusion constant")
-    bm25_weight: float = Field(2.0, description="weight of the BM25 ranking in the fusion (dense has weight 1)")
+    bm25_weight: float = Field(2.0, description="'rrf' fusion: weight of the BM25 ranking (dense has weight 1)")
     min_similarity: float = Field(0.30, description="abstain when no chunk's cosine similarity reaches this")
     chroma_url: str = Field("", description="use a Chroma server (http://127.0.0.1:8000) instead of the embedded "
                                             "store")

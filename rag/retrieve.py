@@ -1,8 +1,16 @@
-"""Question -> ranked papers (`Hit`s): dense, BM25, or both fused by reciprocal rank fusion; filters applied here.
+"""Question -> ranked papers (`Hit`s): dense, BM25, or both fused; filters applied here.
 
-Both retrievers rank chunks; a paper's rank in each is the rank of its best chunk. The fused score of a paper is
-sum over retrievers of 1 / (rrf_k + rank), e.g. dense #1 and BM25 #3 with rrf_k=60: 1/61 + 1/63 = 0.0323.
-RRF needs no score calibration between a cosine and a BM25 score, which is why it is the default.
+Both retrievers rank chunks; a paper counts by its best chunk in each. Two fusions (`retrieval.fusion`):
+
+- "score" (the default): a paper's best cosine plus `bm25_score_weight` times its best BM25 score divided by the
+  question's best BM25 score, e.g. cosine 0.52 and BM25 at 60 % of the best with weight 0.2: 0.52 + 0.12 = 0.64. A
+  paper BM25 found among the dense retriever's misses counts the lowest cosine read (it is at most that close).
+  The cosine leads, so a question that describes a paper in other words still finds it; a rare name the question
+  shares with one paper lifts that paper by up to the weight.
+- "rrf", reciprocal rank fusion: sum over retrievers of weight / (rrf_k + rank), e.g. dense #1 and BM25 #3 with
+  rrf_k=60 and BM25 weight 2: 1/61 + 2/63 = 0.0481. Ranks carry no calibration, but a BM25 rank counts as much as
+  a dense one however weak the words it matched, which put papers sharing common words ahead of the one a
+  paraphrased question describes (bench/RESULTS.md, "Fusion").
 
 `best_similarity` (the best cosine of any chunk of the paper to the question) is kept on every hit: the answerer
 abstains when the top one is below the calibrated threshold. This module does not choose sentences or talk to
@@ -118,10 +126,19 @@ class Retriever:
 
         rrf = self.settings.rrf_k
         scores: dict[str, float] = {}
-        if mode in {"hybrid", "dense"}:
+        if mode == "hybrid" and self.settings.fusion == "score":
+            floor = min((c.similarity for c in dense), default=0.0)
+            top_bm25 = max((score for _, _, score in lexical), default=0.0) or 1.0
+            bm25_best: dict[str, float] = {}
+            for _chunk_id, paper_id, score in lexical:
+                bm25_best[paper_id] = max(bm25_best.get(paper_id, 0.0), score)
+            for pid in [*dense_rank, *(p for p in bm25_best if p not in dense_rank)]:
+                scores[pid] = (best_sim.get(pid, floor)
+                               + self.settings.bm25_score_weight * bm25_best.get(pid, 0.0) / top_bm25)
+        elif mode in {"hybrid", "dense"}:
             for pid, r in dense_rank.items():
                 scores[pid] = scores.get(pid, 0.0) + 1.0 / (rrf + r)
-        if mode in {"hybrid", "bm25"}:
+        if mode == "bm25" or (mode == "hybrid" and self.settings.fusion == "rrf"):
             weight = self.settings.bm25_weight if mode == "hybrid" else 1.0
             for pid, r in bm25_rank.items():
                 scores[pid] = scores.get(pid, 0.0) + weight / (rrf + r)
