@@ -65,11 +65,14 @@ def latex_to_text(raw: str) -> str:
 # --- sentences ------------------------------------------------------------------------------------------------------
 
 _ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "vs.", "cf.", "Fig.", "Eq.", "Sec.", "approx.", "resp.", "No.", "Dr.")
-_SPLIT = re.compile(r"(?<=[.!?])[\"”’)\]]?\s+(?=[\"“(\[]?[A-Z0-9$\\])")
+# A sentence end and space before a capital or digit; or a word's end and a full stop glued to the next sentence's
+# first word ("robustness.This"), as abstracts pasted from PDFs often have.
+_SPLIT = re.compile(r"(?<=[.!?])[\"”’)\]]?\s+(?=[\"“(\[]?[A-Z0-9$\\])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z]{2})")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split text into sentences; keeps abbreviations such as "e.g." and decimals such as "9.7" intact.
+    """Split text into sentences; keeps abbreviations such as "e.g." and decimals such as "9.7" intact, and splits
+    "robustness.This" in two.
 
     A text without any sentence end comes back as one sentence.
     """

@@ -13,6 +13,10 @@ def test_sentences_keep_abbreviations_and_decimals() -> None:
     text = "We use e.g. ImageNet. It gains 7.08 points. Code at https://x.org/a.b now."
     assert split_sentences(text) == ["We use e.g. ImageNet.", "It gains 7.08 points.", "Code at https://x.org/a.b now."]
     assert split_sentences("no sentence end here") == ["no sentence end here"]
+    # A full stop glued to the next sentence (PDF paste) still ends one; names, domains and abbreviations do not.
+    assert split_sentences("It is robust.This rank-guided step runs on MiniImageNet. See node.js at github.com/Ab "
+                           "or e.g.Foo.") == ["It is robust.", "This rank-guided step runs on MiniImageNet.",
+                                              "See node.js at github.com/Ab or e.g.Foo."]
     assert split_sentences("   ") == []
 
 
