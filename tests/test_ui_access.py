@@ -30,6 +30,16 @@ def test_which_hosts_are_loopback(host: str, loopback: bool) -> None:
     assert access.is_loopback(host) is loopback
 
 
+def test_the_app_listens_on_loopback_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rag.cli import build_parser, settings_from
+
+    monkeypatch.chdir(tmp_path)  # no ./rag.toml
+    for var in [v for v in os.environ if v.startswith("RAG_")]:
+        monkeypatch.delenv(var)
+    assert load(env={}).ui.host == "127.0.0.1"
+    assert settings_from(build_parser().parse_args(["serve"])).ui.host == "127.0.0.1"
+
+
 def test_an_exposed_app_needs_a_login_and_an_api_token(tmp_path: Path) -> None:
     assert access.check_access(_ui(tmp_path).ui) is None  # loopback, nothing set: no login
     with pytest.raises(ConfigError, match=r"ui.host '0.0.0.0' exposes the app .* no login and no API token: "
