@@ -352,38 +352,3 @@ def test_browser_streams_and_links_citation(served: tuple[str, Settings], tmp_pa
             browser.close()
     hosts = {urlsplit(u).hostname for u in requests if urlsplit(u).scheme in {"http", "https", "ws", "wss"}}
     assert hosts <= {"127.0.0.1", "localhost"}, hosts
-
-
-def test_catalog_find_agrees_with_filtering_every_record(tmp_path: Path) -> None:
-    """`Catalog.find` (SQL) returns what a pass over every paper in (source, position) order returns."""
-    from helpers import SEEDS
-
-    from rag.parse import ParseReport, iter_papers
-
-    cat = Catalog(tmp_path / "c.sqlite")
-    papers = list(iter_papers([SEEDS], ParseReport()))
-    # Characters whose lower case is ASCII (the Kelvin sign -> "k"), quotes and backslashes escaped in the stored JSON,
-    # and a phrase across the title/abstract join: each must be found as a pass over the records finds it.
-    papers.append(Paper(paper_id="odd", title="\u212aELVIN \"quoted\" back\\slash end", venue="V", source="zz.txt",
-                        position=0, raw="", abstract="start of the text 100% done_ok"))
-    papers.append(Paper(paper_id="odd2", title="Cities", venue="V", source="zz.txt", position=1, raw="",
-                        abstract="İstanbul, NAKİ"))
-    cat.put_papers(papers)
-    ordered = sorted(papers, key=lambda p: (p.source, p.position))
-    sources = sorted({p.source for p in papers})
-    cases = [(None, False, ""), (None, True, ""), (sources[-1], False, ""), (None, False, "Privacy"),
-             (None, True, "the"), (None, False, "zzzz-not-there"), (sources[0], False, "a"), (None, False, "kelvin"),
-             (None, False, '"quoted"'), (None, False, "back\\slash"), (None, False, "end start"),
-             (None, False, "İstanbul".lower()), (None, False, "100%"), (None, False, "done_ok"),
-             (None, False, "privacy leakage"), (None, False, "naki")]
-    for source, code, text in cases:
-        want = [p.paper_id for p in ordered if (source is None or p.source == source) and (p.has_code or not code)
-                and text.lower() in f"{p.title} {p.abstract}".lower()]
-        assert [p.paper_id for p in cat.find(source, code, text, limit=1000)] == want, (source, code, text)
-        if text in ("kelvin", '"quoted"', "back\\slash", "end start", "100%", "done_ok"):
-            assert want == ["odd"], text  # the odd record is found, whichever path the filter takes
-        if text in ("İstanbul".lower(), "naki"):  # "İ" lower-cases to "i" + a combining dot
-            assert want == ["odd2"]
-        assert [p.paper_id for p in cat.find(source, code, text, limit=3)] == want[:3]
-    first = ordered[0]
-    assert cat.at(first.source, first.position) == first and cat.at(first.source, 10**6) is None

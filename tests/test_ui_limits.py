@@ -1,5 +1,6 @@
-"""Load limits of the app: a bounded queue that refuses with a busy answer, a catalog read from many threads at
-once, questions capped with a notice, and the Settings values clamped to their ranges whatever a client sends."""
+"""Load limits of the app: a bounded queue that refuses with a busy answer, questions capped with a notice, and the
+Settings values clamped to their ranges whatever a client sends (the catalog read from many threads at once is in
+test_catalog.py)."""
 
 from __future__ import annotations
 
@@ -91,42 +92,6 @@ def test_a_full_queue_refuses_at_once_with_busy(settings: Settings) -> None:
     finally:
         fake.release.set()
         app.close()
-
-
-def test_the_catalog_is_read_from_many_threads_at_once(tmp_path: Path) -> None:
-    """Library events read the catalog outside the queue, on many threads, while others use it: each read is
-    whole, never a write's half-done batch (one shared connection showed readers 1..37 of a 38-paper batch)."""
-    catalog = Catalog(tmp_path / "c.sqlite")
-    papers = list(iter_papers([SEEDS], ParseReport()))
-    ids = [p.paper_id for p in papers]
-    seen: set[int] = set()
-    errors: list[BaseException] = []
-    done = threading.Event()
-
-    def writer() -> None:
-        try:
-            for _ in range(30):  # each call is one transaction of the 38 papers
-                catalog.put_papers(papers)
-                catalog.delete_papers(ids)
-        finally:
-            done.set()
-
-    def reader() -> None:
-        try:
-            while not done.is_set():
-                seen.add(catalog.count())
-                seen.add(len(catalog.find(None, False, "", 1000)))
-                seen.add(len(catalog.get_many(ids)))
-        except BaseException as e:  # noqa: BLE001 - any failure in a thread fails the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert errors == [] and seen <= {0, len(papers)}, (errors, sorted(seen))
-    catalog.close()
 
 
 def test_questions_are_capped_with_a_notice(settings: Settings) -> None:
