@@ -10,11 +10,11 @@ How names map. A setting is a field of a group, e.g. `retrieval.top_k`:
 - environment: `RAG_<GROUP>_<FIELD>`, e.g. `RAG_RETRIEVAL_TOP_K=8` (the group is the word after `RAG_`; no group
   name holds an underscore), plus short aliases for the common ones: `RAG_DATA_DIR` (paths.data_dir),
   `RAG_SEEDS_DIR` (paths.seeds_dir), `RAG_MODELS_DIR` (paths.models_dir), `RAG_MODEL` (generation.model_path),
-  `RAG_CHROMA_URL` (retrieval.chroma_url), `RAG_PORT` (ui.port); the full name wins over its alias;
+  `RAG_CHROMA_URL` (store.chroma_url), `RAG_PORT` (ui.port); the full name wins over its alias;
 - flags and code: `{"retrieval.top_k": 8}` (`load(flags=...)`, `settings.with_values(...)`).
-The answer and evidence knobs (`answer.*`) were under `generation` until the `answer` group was made; the old names
-(`[generation] evidence_margin`, `RAG_GENERATION_EVIDENCE_MARGIN`, `generation.evidence_margin`) still work, with a
-logged deprecation warning.
+The answer and evidence knobs (`answer.*`) were under `generation`, and `store.chroma_url` under `retrieval`; the
+old names (`[generation] evidence_margin`, `RAG_GENERATION_EVIDENCE_MARGIN`, `retrieval.chroma_url`) still work, with
+a logged deprecation warning.
 
 Built on pydantic-settings: each group is a frozen pydantic model whose fields carry a description and, where a
 type or range can say it, the allowed values; `Settings` is a `BaseSettings` whose sources are the flags (init),
@@ -125,11 +125,16 @@ class Retrieval(Group):
     rrf_k: int = Field(60, description="reciprocal rank fusion constant")
     bm25_weight: float = Field(2.0, description="'rrf' fusion: weight of the BM25 ranking (dense has weight 1)")
     min_similarity: float = Field(0.30, description="abstain when no chunk's cosine similarity reaches this")
-    chroma_url: str = Field("", description="use a Chroma server (http://127.0.0.1:8000) instead of the embedded "
-                                            "store")
     filter_fetch_max: int = Field(2000, description="filters: most chunks fetched from the vector index to "
                                                           "filter afterwards; a filter keeping too few papers for "
                                                           "that uses Chroma's `where`")
+
+
+class Store(Group):
+    """Where the chunk vectors live (the catalog and BM25 stay in the data folder either way)."""
+
+    chroma_url: str = Field("", description="use a Chroma server (http://127.0.0.1:8000) instead of the embedded "
+                                            "store")
 
 
 class Generation(Group):
@@ -276,6 +281,7 @@ class Settings(BaseSettings):
     chunking: Chunking = Field(default_factory=Chunking, description="how abstracts are cut for the vector index")
     embedding: Embedding = Field(default_factory=Embedding, description="the sentence embedder")
     retrieval: Retrieval = Field(default_factory=Retrieval, description="finding papers for a question")
+    store: Store = Field(default_factory=Store, description="where the chunk vectors live")
     generation: Generation = Field(default_factory=Generation, description="the language model")
     answer: Answering = Field(default_factory=Answering, description="evidence choice, support check, answer shape")
     ui: UI = Field(default_factory=UI, description="the web app and its API")
@@ -359,14 +365,15 @@ ALIASES = {
     "RAG_SEEDS_DIR": "paths.seeds_dir",
     "RAG_MODELS_DIR": "paths.models_dir",
     "RAG_MODEL": "generation.model_path",
-    "RAG_CHROMA_URL": "retrieval.chroma_url",
+    "RAG_CHROMA_URL": "store.chroma_url",
     "RAG_PORT": "ui.port",
 }
-# Knobs that moved out of [generation] into [answer]: the old names still work (TOML, RAG_GENERATION_*, flags).
+# Settings that moved to another group (the answer knobs out of [generation] into [answer], the Chroma server out
+# of [retrieval] into [store]): the old names still work (TOML, RAG_<OLD GROUP>_*, flags).
 MOVED = {f"generation.{name}": f"answer.{name}" for name in (
     "sentences_per_paper", "evidence_papers", "evidence_margin", "evidence_cover_weight", "evidence_focus_weight",
     "summary_candidates", "summary_max_papers", "summary_min_cover", "summary_min_sentence", "summary_sure_sentence",
-    "summary_min_idf", "locate_similarity", "history_turns")}
+    "summary_min_idf", "locate_similarity", "history_turns")} | {"retrieval.chroma_url": "store.chroma_url"}
 
 
 def _flat(nested: Mapping[str, Mapping[str, Any]]) -> list[str]:

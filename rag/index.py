@@ -84,7 +84,7 @@ def open_store(settings: Settings, embedder: Embedder, create: bool = True,
     stamp = {"fingerprint": settings.fingerprint(),
              "chunking": f"max_tokens={c.max_tokens}, overlap_sentences={c.overlap_sentences}"}
     store = ChunkStore(ip.chroma, collection or ip.collection, embedder.name, embedder.dim,
-                       url=settings.retrieval.chroma_url, create=create, stamp=stamp)
+                       url=settings.store.chroma_url, create=create, stamp=stamp)
     if not create and ip.catalog.is_file():
         check_agrees(store, ip.catalog)
     return store

@@ -323,7 +323,7 @@ def build_index(
             catalog.set_meta("chunks", str(summary.chunks))  # what `check_agrees` compares first
         finally:
             catalog.close()
-        _collect_retired(ip, settings.retrieval.chroma_url, keep=retired)
+        _collect_retired(ip, settings.store.chroma_url, keep=retired)
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -64,7 +64,7 @@ def _nearest(assistant: Assistant) -> list[list[tuple[str, float]]]:
 
 def test_server_store_matches_embedded_store(chroma_server: str, tmp_path: Path) -> None:
     embedded = make_settings(tmp_path / "embedded")
-    served = make_settings(tmp_path / "served", **{"retrieval.chroma_url": chroma_server})
+    served = make_settings(tmp_path / "served", **{"store.chroma_url": chroma_server})
     first = ingest(served, embedder=HashEmbedder())
     assert first.papers == 38 and first.chunks > 38
     assert not (tmp_path / "served" / "chroma").exists()  # the vectors went to the server, not the data folder
@@ -87,8 +87,8 @@ def test_data_folders_sharing_a_server_keep_their_own_collections(chroma_server:
     one.mkdir()
     (one / "one.jsonl").write_text(json.dumps({"title": "Zebra stripes in thermal imaging",
                                                "abstract": "We study zebra stripes with thermal cameras."}) + "\n")
-    a = make_settings(tmp_path / "a", **{"retrieval.chroma_url": chroma_server})
-    b = make_settings(tmp_path / "b", **{"retrieval.chroma_url": chroma_server})
+    a = make_settings(tmp_path / "a", **{"store.chroma_url": chroma_server})
+    b = make_settings(tmp_path / "b", **{"store.chroma_url": chroma_server})
     built = ingest(a, embedder=HashEmbedder())
     only = ingest(b, embedder=HashEmbedder(), paths=[one])
     assert (only.papers, only.removed) == (1, 0)
@@ -106,7 +106,7 @@ def test_data_folders_sharing_a_server_keep_their_own_collections(chroma_server:
 
 
 def test_a_collection_missing_chunks_is_detected_at_open_with_the_fix(chroma_server: str, tmp_path: Path) -> None:
-    s = make_settings(tmp_path / "a", **{"retrieval.chroma_url": chroma_server})
+    s = make_settings(tmp_path / "a", **{"store.chroma_url": chroma_server})
     built = ingest(s, embedder=HashEmbedder())
     store = open_store(s, HashEmbedder(), create=False)
     gone = sorted(store.paper_ids())[:5]

@@ -61,7 +61,7 @@ def test_todays_names_still_work(tmp_path: Path) -> None:
     assert (s.answer.history_turns, s.answer.locate_similarity, s.answer.lexical_weight) == (2, 0.55, 0.3)
     assert s.answer.support_similarity == 0.7 and s.embedding.backend == "torch" and s.generation.flash_attn
     assert s.paths.data_dir == tmp_path / "d" and s.paths.models_dir == tmp_path / "d" / "models"
-    assert s.paths.seeds_dir == tmp_path / "seeds" and s.retrieval.chroma_url == "http://c:8000"
+    assert s.paths.seeds_dir == tmp_path / "seeds" and s.store.chroma_url == "http://c:8000"
     assert (s.generation.model_path, s.ui.port, s.ui.api_token) == ("qwen2.5-coder-0.5b", 7000, "t0ken")
     assert s.to_dict()["ui"]["api_token"] == "***" and s.to_dict()["answer"]["evidence_margin"] == 0.2
     # An old name in the environment still beats the new name in the file; in one place the new name wins.
@@ -72,6 +72,8 @@ def test_todays_names_still_work(tmp_path: Path) -> None:
     # The full name wins over its alias.
     assert load(env={"RAG_PORT": "7001", "RAG_UI_PORT": "7002"}).ui.port == 7002
     assert MOVED["generation.evidence_margin"] == "answer.evidence_margin"
+    assert load(flags={"retrieval.chroma_url": "http://old:8000"}, env={}).store.chroma_url == "http://old:8000"
+    assert load(env={"RAG_RETRIEVAL_CHROMA_URL": "http://old:8001"}).store.chroma_url == "http://old:8001"
     assert ALIASES["RAG_MODEL"] == "generation.model_path" and env_name("ui.api_token") == "RAG_UI_API_TOKEN"
 
 
