@@ -24,7 +24,7 @@ from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
-from .text import MARKER, tokens
+from .text import MARKER, has_quantity, split_sentences, tokens
 
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
@@ -36,7 +36,7 @@ def answers_asked(intent: Question, sentence: str) -> bool:
     """Does the sentence hold the kind of thing asked for? e.g. a number for "how much ...?"."""
     plain = MARKER.sub(" ", sentence)
     if intent.wants == "number":
-        return bool(re.search(r"\d", plain))
+        return has_quantity(plain)
     if intent.wants == "expansion":
         return bool(re.search(r"[A-Z][a-z]+ [a-zA-Z]+", plain))
     return True
@@ -53,13 +53,15 @@ def _capital(text: str) -> str:
 
 def clause(sentence: str, intent: Question, prefer: frozenset[str] | set[str] = frozenset(),
            knobs: Answering = Answering()) -> str:
-    """The part of a long sentence that holds what was asked; a short sentence whole.
+    """The part of a long sentence that holds what was asked; a short sentence whole, and any sentence whole when what
+    is asked is not a number or an expansion (a clause chosen by the question's words tends to be the one restating
+    the question, not the one answering it).
 
     Pieces are cut at commas, semicolons, colons and dashes; a piece under five words joins its neighbour. The piece
     with the asked-for kind (a number), the most question words and the model's numbers (`prefer`) wins.
     """
     sentence = sentence.strip()
-    if len(_WORD.findall(sentence)) <= knobs.long_sentence_words:
+    if len(_WORD.findall(sentence)) <= knobs.long_sentence_words or intent.wants not in ("number", "expansion"):
         return sentence
     raw = [p for p in _CLAUSE_CUT.split(sentence) if p.strip()]
     pieces: list[str] = []
@@ -122,8 +124,10 @@ def second_sentence(blocks: list[Evidence], n: int, shown: str, knobs: Answering
     lacks, or most of its words), cited; "" when there is none. The answer's own first sentence may miss the
     fact that the second-best sentence holds."""
     have = set(tokens(shown))
+    parts = [p.rstrip(" .") for p in split_sentences(MARKER.sub(" ", shown))]
     for _, m, s in _ranked(blocks):
-        if m != n or s.strip() in shown or addressed(s):
+        # Not the sentence (or the clause of it) the answer already shows, nor a planted order.
+        if m != n or any(p and p in s for p in parts) or addressed(s):
             continue
         words = set(tokens(s))
         if words and len(words - have) / len(words) >= knobs.added_sentence_novelty:

@@ -27,13 +27,13 @@ from . import question as Q
 from .config import Answering
 from .embed import Embedder
 from .records import Evidence, Hit
-from .text import split_sentences, tokens
+from .text import has_quantity, split_sentences, tokens
 
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
     """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name)."""
     boost = 0.0
-    if "number" in asks and re.search(r"\d", sentence):
+    if "number" in asks and has_quantity(sentence):
         boost += weight
     if "expansion" in asks and "(" in sentence:
         boost += weight

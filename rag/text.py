@@ -94,6 +94,18 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+# --- quantities -----------------------------------------------------------------------------------------------------
+
+# A number that states an amount: "3.3%", "26x", "200,000", "1.77×", "7B", "0.5"; not a digit inside a name ("4D",
+# "GPT-4", "Llama-2", "top-1", "2-wise").
+_QUANTITY = re.compile(r"(?<![\w\-.])\d+(?:[.,]\d+)*(?:\s?(?:%|×|x\b|-fold\b|[kKMB]\b))?(?![\w\-]*[A-Za-z])")
+
+
+def has_quantity(text: str) -> bool:
+    """Does the text state an amount? e.g. "improves FRD by 3.3%" -> True; "4D LiDAR with GPT-4" -> False."""
+    return bool(_QUANTITY.search(text))
+
+
 # --- links ----------------------------------------------------------------------------------------------------------
 
 _URL = re.compile(r"(?:https?://|www\.|(?<![\w.@])(?:github\.com|gitlab\.com|huggingface\.co)/)[^\s<>\"'{}\\]+",
@@ -114,8 +126,10 @@ def find_links(text: str) -> tuple[str, ...]:
 # --- display titles -------------------------------------------------------------------------------------------------
 
 # "we propose", "this paper introduces", "here we present" ...: where a paper names its own method.
-_INTRO = re.compile(r"\b(?:we|this (?:paper|work)|our (?:paper|work))\b[^.;]{0,40}?\b(?:propose|introduce|present|"
-                    r"produce|develop|design|call|term|dub|build|create|devise|release|formulate)\w*\b", re.IGNORECASE)
+# "we close this gap by proposing", "our method, Transformation-Inverting Energy Diffusion (TIED), ..." too.
+_INTRO = re.compile(r"\b(?:(?:we|this (?:paper|work)|our (?:paper|work))\b[^.;]{0,40}?\b(?:propos|introduc|present|"
+                    r"produc|develop|design|call|term|dub|build|creat|devis|releas|formulat)\w*\b|"
+                    r"our (?:method|approach|framework|algorithm|model|technique)\b)", re.IGNORECASE)
 # NAME (Expansion), e.g. "SOLAR (Self-supervised jOint LeArning for symmetric multimodal Retrieval)"
 _NAME_THEN_EXPANSION = re.compile(r"\b([A-Z][\w\-]*[A-Z][\w\-]*\d*)\s*\(([^()]{8,140})\)")
 # Expansion (NAME), e.g. "Next Implicit Token Prediction (NITP)"

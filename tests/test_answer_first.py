@@ -150,3 +150,25 @@ def test_inside_a_paper_the_sentence_with_what_was_asked_outranks_the_subject() 
     ranked = sorted(with_focus(q, sents, 4.0), key=lambda x: -x[1])
     assert ranked[0][0].startswith("NITP adds only 2%")
     assert with_focus(q, sents, 0.0) == sents  # off: scores untouched
+
+
+def test_a_number_inside_a_name_is_not_the_amount_asked_for() -> None:
+    lidar = make_paper("We study 4D LiDAR generation with GPT-4 style tokens for top-1 scenes. Our method improves FRD "
+                       "by 3.3% over the strongest baseline.", "l.txt", 0)
+    q = Q.read("What improvement in FRD is reported for the 4D LiDAR generator?")
+    # The first sentence scores higher, but only the second states an amount.
+    out = compose.fallback([block(lidar, scores=[0.9, 0.7])], q)
+    assert out.startswith("Our method improves FRD by 3.3%")
+    assert not compose.answers_asked(q, "We study 4D LiDAR generation with GPT-4 for top-1 scenes.")
+
+
+def test_a_long_sentence_is_kept_whole_unless_a_number_or_expansion_is_asked() -> None:
+    long = ("In this work we propose new adaptations of contrastive loss functions that incorporate experimental "
+            "metadata as learned class vectors, and in a geometric variant the class vectors are kept on the unit "
+            "sphere, which makes the representations of cell images from drug screens comparable across plates, "
+            "batches and laboratories")
+    assert compose.clause(long, Q.read("On what surface are the learned class vectors kept?")) == long
+    # The sentence an answer already shows (or a clause of it) is not added again as its second sentence.
+    paper = make_paper(long + ". Experiments cover three public screens.", "c.txt", 0)
+    out = compose.fallback([block(paper, scores=[0.9, 0.5])], Q.read("On what surface are the class vectors kept?"))
+    assert out.count("learned class vectors") == 1 and "three public screens" in out

@@ -40,3 +40,13 @@ def test_tokens_keep_numbers_and_acronyms_whole() -> None:
     toks = tokens("9.7× cheaper LLM-based R2G")
     assert "9.7x" in toks and "llm-based" in toks and "llm" in toks and "r2g" in toks
     assert "the" not in tokens("the method")
+
+
+def test_a_name_introduced_by_proposing_or_our_method_titles_the_paper() -> None:
+    assert derive_title("Robust RL matters. We close this gap by proposing a model-free algorithm, **Robust Halpern "
+                        "Iteration (RHI)**. It converges.") == "RHI: Robust Halpern Iteration"
+    assert derive_title("We study inversion on Lie groups. Our method, Transformation-Inverting Energy Diffusion "
+                        "(TIED), relies on a new target.") == "TIED: Transformation-Inverting Energy Diffusion"
+    # A field's own acronym is still no name.
+    assert derive_title("Reinforcement learning (RL) is popular. Our method uses reinforcement learning (RL) well."
+                        ) == "Reinforcement learning (RL) is popular"
