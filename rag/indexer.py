@@ -39,7 +39,7 @@ from .index import IndexPaths, open_store
 from .lexical import LexicalIndex
 from .lexical_sync import journal_path, note_rewritten, rebuild_lexical
 from .lock import writer_lock
-from .parse import ParseReport, Skip, find_files, read_papers
+from .parse import PARSE_VERSION, ParseReport, Skip, find_files, read_papers
 from .records import Chunk, IngestError, Paper, StoreError
 from .store import ChunkStore, drop_collection
 
@@ -124,7 +124,9 @@ class _Run:
 
     def file(self, path: Path, root: Path, source: str, vanished: set[str]) -> None:
         try:
-            digest = file_sha256(path)
+            # The parser's version is part of the row, so records a newer parser reads differently (a better
+            # derived title) replace the stored ones once; papers whose record is unchanged are not embedded again.
+            digest = f"{file_sha256(path)}/parse-{PARSE_VERSION}"
         except OSError as e:
             self.report.skipped.append(Skip(source, f"cannot read ({e.strerror or e})"))
             return

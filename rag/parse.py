@@ -26,6 +26,9 @@ from .text import clean, derive_title, find_links, latex_to_text
 
 log = logging.getLogger(__name__)
 
+# Bump when the same file parses into different records (e.g. a better derived title, sentence split): the indexer
+# then reads every file once more and updates the papers whose record changed.
+PARSE_VERSION = 2
 TEXT_SUFFIXES = {".txt", ".text", ".md", ""}
 JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 CSV_SUFFIXES = {".csv", ".tsv"}

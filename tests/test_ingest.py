@@ -150,3 +150,34 @@ def test_stored_chunks_go_through_embed_documents_when_the_embedder_has_it(tmp_p
     assert emb.documents == summary.chunks > 0
     plain = HashEmbedder()
     assert build_index(make_settings(tmp_path / "b"), plain, paths=[SEEDS]).chunks == summary.chunks
+
+
+def test_a_newer_parser_updates_the_records_it_reads_differently(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index built by an older parser (here: one that titled the distillation paper differently) is brought up
+    to date by the next ingest of the same, unchanged files: the paper whose record changed is rewritten and only its
+    chunks embedded again; the rest stay as they were."""
+    from fakes import HashEmbedder
+    from helpers import SEEDS, make_settings
+
+    import rag.parse
+    from rag.catalog import Catalog
+    from rag.index import IndexPaths
+    from rag.indexer import build_index
+    from rag.text import derive_title
+
+    s = make_settings(tmp_path / "data")
+    with monkeypatch.context() as m:
+        m.setattr("rag.indexer.PARSE_VERSION", rag.parse.PARSE_VERSION - 1)
+        m.setattr("rag.parse.derive_title", lambda text, max_len=100:
+                  "an old title" if "Knowledge distillation (KD)" in text else derive_title(text, max_len))
+        first = build_index(s, HashEmbedder(), paths=[SEEDS])
+    old = {p.paper_id: p.title for p in Catalog(IndexPaths.of(s).catalog).iter_papers()}
+    assert old["611b882f51b5f2a2"] == "an old title"
+    emb = HashEmbedder()
+    again = build_index(s, emb, paths=[SEEDS])
+    new = {p.paper_id: p.title for p in Catalog(IndexPaths.of(s).catalog).iter_papers()}
+    assert new.keys() == old.keys() and again.refreshed == 1
+    assert {p for p in new if new[p] != old[p]} == {"611b882f51b5f2a2"}
+    assert 0 < emb.embedded == again.embedded_chunks < first.chunks // 10
+    assert build_index(s, HashEmbedder(), paths=[SEEDS]).embedded_chunks == 0  # and only once
