@@ -124,7 +124,8 @@ def second_sentence(blocks: list[Evidence], n: int, shown: str, knobs: Answering
     lacks, or most of its words), cited; "" when there is none. The answer's own first sentence may miss the
     fact that the second-best sentence holds."""
     have = set(tokens(shown))
-    parts = [p.rstrip(" .") for p in split_sentences(MARKER.sub(" ", shown))]
+    # The answer's own sentences or clauses, long enough that one inside a paper sentence means it is that sentence.
+    parts = [p.rstrip(" .") for p in split_sentences(MARKER.sub(" ", shown)) if len(p.split()) >= 5]
     for _, m, s in _ranked(blocks):
         # Not the sentence (or the clause of it) the answer already shows, nor a planted order.
         if m != n or any(p and p in s for p in parts) or addressed(s):

@@ -172,3 +172,10 @@ def test_a_long_sentence_is_kept_whole_unless_a_number_or_expansion_is_asked() -
     paper = make_paper(long + ". Experiments cover three public screens.", "c.txt", 0)
     out = compose.fallback([block(paper, scores=[0.9, 0.5])], Q.read("On what surface are the class vectors kept?"))
     assert out.count("learned class vectors") == 1 and "three public screens" in out
+
+
+def test_a_short_answer_does_not_keep_out_the_sentence_that_names_its_subject() -> None:
+    sera = make_paper("Open-weight coding agents should hold an advantage over closed systems. SERA matches the "
+                      "performance of open-weight models like Devstral-Small-2.", "s.txt", 0)
+    out = compose.second_sentence([block(sera, scores=[0.4, 0.9])], 1, "SERA [1].")
+    assert "Devstral-Small-2" in out
