@@ -144,7 +144,9 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
         return ""
     n, s = picked
     text = _cite(clause(s, intent, set(numbers_in(raw)), knobs), n)
-    more = second_sentence(blocks, n, text, knobs)
+    # A number or an expansion asked for and found: the answer is complete without a second sentence.
+    done = intent.wants in ("number", "expansion") and answers_asked(intent, text)
+    more = "" if done else second_sentence(blocks, n, text, knobs)
     if intent.which:
         return f"{_cite(title_of(blocks, n), n)} {text}"
     return f"{text} {more}".strip()
