@@ -135,6 +135,18 @@ class Store(Group):
 
     chroma_url: str = Field("", description="use a Chroma server (http://127.0.0.1:8000) instead of the embedded "
                                             "store")
+    follow_s: float = Field(2.0, ge=0.0, description="how often a reader (the app, `ask` with many questions) checks "
+                                                     "whether an ingest published a new index, and opens it; it also "
+                                                     "checks before each question (0 = only then)")
+    lease_refresh_s: float = Field(5.0, gt=0.0, description="how often a reader touches its lease on the index "
+                                                            "generation it has open (generations.py)")
+    lease_ttl_s: float = Field(60.0, gt=0.0, description="a lease not touched for this long belongs to a reader that "
+                                                         "died or hangs: its generation may be collected")
+    retire_grace_s: float = Field(5.0, ge=0.0, description="an index generation replaced by `ingest --rebuild` is "
+                                                           "kept at least this long, and while a reader leases it")
+    retire_wait_s: float = Field(30.0, ge=0.0, description="how long `ingest --rebuild` waits for readers to let go "
+                                                           "of the generation it replaced, to collect it; past that, "
+                                                           "the next ingest collects it")
 
 
 class Generation(Group):

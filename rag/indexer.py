@@ -12,7 +12,9 @@ that at every moment each paper in the catalog has all of its chunks in the stor
    embedded again, and the BM25 index is rebuilt if anything changed (updated from its saved counts, re-reading only
    new and journaled chunks: `rebuild_lexical`).
 A file whose hash matches its manifest row is not parsed again, so re-ingesting unchanged input embeds nothing.
-The whole run holds the data folder's writer lock (one Chroma folder serves every index in it).
+The whole run holds the data folder's writer lock (one Chroma folder serves every index in it). `--rebuild` writes
+a new generation beside the current one instead, published when whole; at the end of every run, old generations no
+reader leases are collected (generations.py).
 
 Not done here: parsing (parse.py), chunking (chunk.py), opening Chroma (store.py), the index's layout and opening it
 for readers (index.py), BM25 upkeep (lexical_sync.py). A failing batch stops its file (reported as a skip, the file
@@ -23,25 +25,25 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog import Catalog, read_meta
+from . import generations as G
+from .catalog import Catalog
 from .chunk import chunk_paper, embed_text
 from .config import Settings
 from .embed import Embedder, embed_documents
 from .files import file_sha256
-from .index import IndexPaths, open_store
+from .index import IndexPaths, collect_generations, open_store
 from .lexical import LexicalIndex
 from .lexical_sync import journal_path, note_rewritten, rebuild_lexical
 from .lock import writer_lock
 from .parse import PARSE_VERSION, ParseReport, Skip, find_files, read_papers
 from .records import Chunk, IngestError, Paper, StoreError
-from .store import ChunkStore, drop_collection
+from .store import ChunkStore
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,7 @@ def _index_batch(batch: list[Paper], settings: Settings, embedder: Embedder, sto
             texts.append(text)
             metas.append({"source": paper.source, "has_code": paper.has_code})
     vectors = embed_documents(embedder, texts)
-    note_rewritten(IndexPaths.of(settings).lexical, [p.paper_id for p in batch])
+    note_rewritten(catalog.path.with_name("bm25"), [p.paper_id for p in batch])  # this generation's BM25
     store.upsert(chunks, vectors, metas)
     stale = store.chunk_ids([p.paper_id for p in batch]) - {c.chunk_id for c in chunks}
     if stale:  # an older version of a paper (another title) had more chunks
@@ -257,38 +259,43 @@ def build_index(
 ) -> IngestSummary:
     """Bring the index up to date with the files under `paths` (default: the seeds folder).
 
-    Raises StoreLockedError at once if another process is writing this data folder; `rebuild` drops this
-    index (collection, catalog, BM25) first, under the same lock. A rebuild keeps what it had: without `paths` it
+    Raises StoreLockedError at once if another process is writing this data folder; `rebuild` builds a new
+    generation of the index (collection, catalog, BM25) beside the current one and publishes it when whole; the
+    old one is collected once no reader uses it (generations.py). A rebuild keeps what it had: without `paths` it
     re-reads every folder and file in the manifest; with `paths` that leave out stored sources, or when a stored
     source is gone (kept by `keep_removed`), it raises StoreError naming them, unless `drop_others`.
     """
     started = time.perf_counter()
     tick = progress or (lambda what, n: None)
-    ip = IndexPaths.of(settings)
     roots = [Path(p) for p in (paths or [settings.paths.seeds_dir])]
     summary = IngestSummary()
-    with writer_lock(ip.lock_folder):
-        retired: Path | None = None
+    with writer_lock(IndexPaths.of(settings).lock_folder):
+        ip = IndexPaths.of(settings)
         if rebuild:
             roots = check_rebuild(settings, [Path(p) for p in paths] if paths else None, drop_others)
-            # The old index is set aside, not deleted: a reader that has it loaded (the app) keeps answering from
-            # it until the new one is published, then follows (`index_generation`). The next ingest collects it.
-            if ip.folder.exists():
-                retired = ip.folder.with_name(f"{ip.folder.name}.retired-{time.time_ns()}")
-                ip.folder.rename(retired)
         store = None
-        if not ip.catalog.exists():
-            # A new index: its collection first, then its catalog, made aside with the namespace id and renamed
-            # into place, so whenever the catalog exists so does its collection (a first ingest killed in between
-            # leaves an empty collection no catalog names).
-            namespace = _new_namespace()
-            store = open_store(settings, embedder, collection=f"{ip.base}-{namespace}" if namespace else ip.base)
+        if rebuild or not ip.catalog.exists():
+            # A new generation (generations.py). A rebuild's is built beside the current one, which readers go on
+            # using, and published when whole; a first index is published at once and fills as before. Its folder,
+            # then its collection, then its catalog (made aside with the namespace id and renamed into place), so
+            # whenever the catalog exists so does its collection, and a killed run leaves a folder that names its
+            # collection, collected as never published.
+            namespace = G.namespace_of(G.new_generation(ip.home)) if rebuild else _new_namespace()
+            if namespace:
+                ip = IndexPaths.of(settings, generation=f"g-{namespace}")
+                (ip.folder).mkdir(parents=True, exist_ok=True)
+            else:  # the layout before generations and namespaces (tests build old indexes this way)
+                ip = IndexPaths.of(settings, generation=G.LEGACY)
+            store = open_store(settings, embedder, collection=f"{ip.base}-{namespace}" if namespace else ip.base,
+                               paths=ip)
             _create_catalog(ip.catalog, namespace)
+            if not rebuild and namespace:
+                G.publish(ip.home, ip.generation)
         catalog = Catalog(ip.catalog)
         try:
             if store is None:
                 _ensure_namespace(catalog)
-                store = open_store(settings, embedder)
+                store = open_store(settings, embedder, paths=ip)
             summary.collection = store.name
             run = _Run(settings, embedder, store, catalog, summary, batch_papers, tick)
             found = [(root, path, _source_name(path, root)) for root in roots
@@ -313,40 +320,37 @@ def build_index(
             lexical = LexicalIndex.load(ip.lexical)
             stale = lexical is None or len(lexical) != store.count()
             del lexical  # not held while the new one is built (at 295k chunks, 250 MB)
-            if run.changed or stale or journal_path(ip.lexical).exists():
+            changed = run.changed or stale or journal_path(ip.lexical).exists() or rebuild
+            if changed:
                 rebuild_lexical(store, catalog, ip.lexical, incremental=True)
-                # Published last, once catalog, collection and BM25 agree: readers that follow it (the app,
-                # between questions) reload then.
-                catalog.set_meta("generation", uuid.uuid4().hex)
             summary.skipped, summary.notes = run.report.skipped, run.report.notes
             summary.papers, summary.chunks = catalog.count(), store.count()
             catalog.set_meta("fingerprint", settings.fingerprint())
             catalog.set_meta("embedding_model", embedder.name)
             catalog.set_meta("chunks", str(summary.chunks))  # what `check_agrees` compares first
+            if changed:
+                # Published last, once catalog, collection and BM25 agree: readers that follow it (the app,
+                # between questions) reopen then.
+                catalog.set_meta("generation", uuid.uuid4().hex)
         finally:
             catalog.close()
-        _collect_retired(ip, settings.store.chroma_url, keep=retired)
+            if store is not None:
+                store.close()
+        if rebuild:  # readers open the new generation from now on; the old one stays while one of them reads it
+            G.publish(ip.home, ip.generation)
+        # After a rebuild, readers that follow (every store.follow_s, or at their next question) let go of the old
+        # generation within seconds: wait for that (store.retire_wait_s at most), then collect it.
+        kept = collect_generations(settings, keep=frozenset({ip.generation}),
+                                   wait_s=settings.store.retire_wait_s if rebuild else 0.0)
+        for name, readers in kept.in_use.items():
+            summary.notes.append(Skip(name, f"an older index generation, still read by {readers} process(es): "
+                                            "collected once none reads it"))
     summary.seconds = time.perf_counter() - started
     return summary
 
 
-def _collect_retired(ip: IndexPaths, url: str, keep: Path | None) -> None:
-    """Delete indexes set aside by earlier rebuilds (their collection and folder), but `keep`, the one this run set
-    aside: readers switch to a new index between questions, so by the next ingest none uses the old one."""
-    for old in sorted(ip.folder.parent.glob(f"{ip.folder.name}.retired-*")):
-        if old == keep or not old.is_dir():
-            continue
-        try:
-            namespace = read_meta(old / "catalog.sqlite", "namespace")
-        except StoreError:  # damaged: its collection cannot be named, the folder still goes
-            namespace = None
-        else:
-            drop_collection(ip.chroma, f"{ip.base}-{namespace}" if namespace else ip.base, url)
-        shutil.rmtree(old, ignore_errors=True)
-        log.info("collected %s and its collection", old.name)
-
-
 def _new_namespace() -> str:
+    """A first index's generation id, which also names its collection ("" = the layout before generations)."""
     return uuid.uuid4().hex[:12]
 
 

@@ -12,6 +12,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from .config import Settings
 from .embed import Embedder, load_embedder
 from .evidence import SentenceScorer, best_sentence_score, relevant_papers, select_evidence
 from .generate import Generator, LlamaGenerator, Message
-from .index import IndexPaths, check_unlocked, lexical_for_reading, open_store
+from .index import check_unlocked, index_generation, open_reader
 from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Hit, StoreError
@@ -49,6 +50,9 @@ class Assistant:
         # One lock for all model compute. A plain Lock: a stream may be resumed from another thread.
         self.compute = threading.Lock()
         self._retriever: Retriever | None = None
+        self._generation: str | None = None  # the published id of the index generation the retriever reads
+        self._following = threading.Lock()  # one follow_index at a time
+        self._follower: threading.Thread | None = None
         self._scorer: SentenceScorer | None = None
         self.fingerprint = settings.fingerprint()
 
@@ -94,15 +98,18 @@ class Assistant:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            ip = IndexPaths.of(self.settings)
-            if not ip.catalog.exists():
-                raise StoreError(f"{self.settings.paths.data_dir}: no index yet; run `python -m rag ingest` first")
-            store = open_store(self.settings, self.embedder, create=False)
-            catalog = Catalog(ip.catalog)
-            lexical = lexical_for_reading(self.settings, store, catalog)
-            self._retriever = Retriever(self.embedder, store, lexical, catalog, self.settings.retrieval)
+            self._retriever, self._generation = self._open_index()
             self._scorer = SentenceScorer(self.embedder, self.settings.answer)
+            self._follow_in_background()
         return self._retriever
+
+    def _open_index(self) -> tuple[Retriever, str | None]:
+        """A retriever over the current index generation, leased (index.open_reader) until the retriever is
+        garbage: whoever still holds it (an answer in flight) can use it after the app has moved on."""
+        reader = open_reader(self.settings, self.embedder)
+        retriever = Retriever(self.embedder, reader.store, reader.lexical, reader.catalog, self.settings.retrieval)
+        weakref.finalize(retriever, reader.close)
+        return retriever, reader.generation
 
     @property
     def catalog(self) -> Catalog:
@@ -110,6 +117,51 @@ class Assistant:
 
     def reload_index(self) -> None:
         self._retriever = None
+
+    def follow_index(self) -> bool:
+        """Between questions: when an ingest has published a new index generation since this one was opened, open
+        it (outside the compute lock: answers go on meanwhile) and swap it in under the lock, so no retrieval is
+        cut in two. True when it switched. An answer already past retrieval keeps what it retrieved."""
+        with self._following:
+            if self._retriever is None:
+                return False
+            try:
+                published = index_generation(self.settings)
+            except StoreError:  # a damaged catalog: the next question says so
+                return False
+            if published is None or published == self._generation:
+                return False  # None: nothing published (an index made before generation ids)
+            retriever, generation = self._open_index()
+            with self.compute:
+                self._retriever, self._generation = retriever, generation
+        log.info("index generation %s opened", generation)
+        return True
+
+    def _follow_in_background(self) -> None:
+        """Check every `store.follow_s` (a daemon thread holding this assistant weakly), so an idle app lets go of
+        an old generation and the writer can collect it."""
+        every = self.settings.store.follow_s
+        if every <= 0 or self._follower is not None:
+            return
+        me = weakref.ref(self)
+
+        def loop() -> None:
+            said = ""
+            while True:
+                time.sleep(every)
+                assistant = me()
+                if assistant is None:
+                    return
+                try:
+                    assistant.follow_index()
+                except Exception as e:  # e.g. the new generation failed its check: the next question says so
+                    if str(e) != said:  # once, not every few seconds
+                        log.warning("could not open the new index generation: %s", e)
+                    said = str(e)
+                del assistant
+
+        self._follower = threading.Thread(target=loop, name="rag-follow-index", daemon=True)
+        self._follower.start()
 
     def warm(self) -> None:
         """Load everything and run one tiny completion, so the first user question pays no load cost."""

@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,12 +59,18 @@ class ChunkStore:
     """Chunk vectors in one Chroma collection."""
 
     def __init__(self, path: Path, collection: str, model: str, dim: int, url: str = "",
-                 create: bool = True, stamp: dict[str, str] | None = None) -> None:
+                 create: bool = True, stamp: dict[str, str] | None = None, private: bool = False) -> None:
         """Open (or create) the collection; `stamp` is stored in its metadata (e.g. the chunking settings) so that
-        a missing collection can be explained by what the store does hold."""
+        a missing collection can be explained by what the store does hold.
+
+        `private`: an embedded store gets a Chroma system of its own instead of the one chromadb shares per folder
+        in a process. A system loads the vector index when it opens and never sees what another system (another
+        process, or another private store) writes later, so a reader that reopens the index after an ingest needs a
+        new one; `close` stops it and frees its memory (the reader's previous generation)."""
         import chromadb
 
         self.path, self.url, self.name = path, url, collection
+        self._own: Any = None  # the private Chroma system, stopped by close()
         try:
             if url:
                 parsed = urlparse(url)
@@ -75,7 +82,10 @@ class ChunkStore:
                     opened = _private_copy(path)
                 else:
                     path.mkdir(parents=True, exist_ok=True)
-                self._client = chromadb.PersistentClient(path=str(opened), settings=_chroma_settings())
+                if private:
+                    self._client, self._own = _private_client(opened)
+                else:
+                    self._client = chromadb.PersistentClient(path=str(opened), settings=_chroma_settings())
             if create:
                 self._col = self._client.get_or_create_collection(
                     collection, embedding_function=None,
@@ -87,18 +97,33 @@ class ChunkStore:
                     raise StoreError(_missing(url or str(path), collection, self._client, names))
                 self._col = self._client.get_collection(collection, embedding_function=None)
         except StoreError:
+            self.close()
             raise
         except Exception as e:  # chromadb raises many types (sqlite, rust bindings, HTTP); name the store instead
+            self.close()
             where = url or str(path)
             raise StoreError(f"{where}: cannot open the vector store ({type(e).__name__}: {e})") from None
         meta = self._col.metadata or {}
         if meta.get("embedding_model") != model or int(meta.get("dim", dim)) != dim:
+            self.close()
             raise StoreError(
                 f"{url or path}: collection {collection!r} was built with embedding model "
                 f"{meta.get('embedding_model')!r} (dim {meta.get('dim')}), not {model!r} (dim {dim}); "
                 f"re-ingest with `python -m rag ingest --rebuild` or use another --data-dir"
             )
         self.model, self.dim = model, dim
+
+    def close(self) -> None:
+        """Release the Chroma client: a private system is stopped; a shared one is stopped with its last client.
+        The store is not used after this."""
+        try:
+            if self._own is not None:
+                self._own.stop()
+                self._own = None
+            elif hasattr(self, "_client"):
+                self._client.close()  # type: ignore[attr-defined]
+        except Exception as e:  # closing twice, or a server gone: nothing left to release
+            log.debug("closing %s: %s", self.name, e)
 
     def max_batch(self) -> int:
         try:
@@ -230,6 +255,30 @@ class ChunkStore:
             raise StoreError(f"{self.url or self.path}: reading chunks failed ({type(e).__name__}: {e})") from None
         return {i: d or "" for i, d in zip(got["ids"], got.get("documents") or [])}
 
+_SYSTEMS = threading.Lock()
+
+
+def _private_client(folder: Path) -> tuple[Any, Any]:
+    """(client, system) for an embedded store on a Chroma system nobody else in this process shares: chromadb keeps
+    one system per folder in a class-level table; the one there is set aside while ours is made, then put back."""
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient as Shared
+
+    key = str(folder)
+    with _SYSTEMS:
+        saved = (Shared._identifier_to_system.pop(key, None), Shared._identifier_to_refcount.pop(key, None))
+        try:
+            client = chromadb.PersistentClient(path=key, settings=_chroma_settings())
+            system = Shared._identifier_to_system.pop(key)
+            Shared._identifier_to_refcount.pop(key, None)
+        finally:
+            if saved[0] is not None:
+                Shared._identifier_to_system[key] = saved[0]
+                if saved[1] is not None:
+                    Shared._identifier_to_refcount[key] = saved[1]
+    return client, system
+
+
 def _writable(folder: Path) -> bool:
     """Can this process write the folder and its SQLite file (a read-only mount says no, even to root)?"""
     db = folder / "chroma.sqlite3"
@@ -266,7 +315,7 @@ def _missing(where: str, collection: str, client: Any, names: list[str]) -> str:
 
 
 def drop_collection(path: Path, collection: str, url: str = "") -> None:
-    """Delete a collection (for `ingest --rebuild`); missing is fine."""
+    """Delete a collection (an old index generation's); missing is fine."""
     import chromadb
 
     client = (chromadb.HttpClient(host=urlparse(url).hostname or "127.0.0.1", port=urlparse(url).port or 8000,
@@ -276,3 +325,5 @@ def drop_collection(path: Path, collection: str, url: str = "") -> None:
         client.delete_collection(collection)
     except Exception:  # not there: nothing to drop
         log.debug("collection %s not present", collection)
+    finally:
+        client.close()  # type: ignore[attr-defined]

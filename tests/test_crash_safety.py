@@ -218,7 +218,11 @@ def _verify(data: Path, corpus: Path, versions: list[Path]) -> dict[str, Any]:
 
     # 2. A rerun converges to exactly the clean build.
     summary = build_index(s, emb, batch_papers=BATCH)
+    ip = IndexPaths.of(s)  # a killed first build may have left no index: the rerun made and published one
     catalog = Catalog(ip.catalog)
+    left = sorted(p.name for p in ip.home.iterdir() if p.name.startswith("g-"))
+    if left != [ip.generation]:  # a killed first build's unpublished generation is collected by the rerun
+        problems.append(f"after rerun: generation folders {left}, only the current {ip.generation} expected")
     store = open_store(s, emb, create=False)
     stored = store.all_chunks()
     got = {cid: (pid, text) for cid, pid, text in stored}

@@ -158,8 +158,11 @@ def test_the_app_follows_a_finished_ingest_between_questions(tmp_path: Path, cor
 
 
 def test_a_rebuild_while_serving_never_leaves_the_app_without_an_index(tmp_path: Path, corpus: Path) -> None:
-    """`ingest --rebuild` sets the old index aside instead of deleting it: the app answers from it during the
-    rebuild, follows the new one when it is published, and the next ingest collects the old one."""
+    """`ingest --rebuild` builds a new index generation beside the one the app reads: the app answers from the old
+    one during the rebuild, follows the new one when it is published, and the old one (folder and collection) is
+    kept while anything still holds its retriever, then collected by the next ingest."""
+    import gc
+
     from fakes import HashEmbedder, ScriptedGenerator
     from helpers import make_settings
 
@@ -168,8 +171,11 @@ def test_a_rebuild_while_serving_never_leaves_the_app_without_an_index(tmp_path:
     from rag.pipeline import Assistant
     from rag.store import ChunkStore
 
-    s = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus})
+    # No background following (this test says when the app follows), no grace, no waiting for readers.
+    s = make_settings(tmp_path / "data", **{"paths.seeds_dir": corpus, "store.follow_s": 0, "store.retire_grace_s": 0,
+                                            "store.retire_wait_s": 0})
     first = build_index(s, HashEmbedder())
+    old = IndexPaths.of(s)
     assistant = Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator())
     h = U.Handlers(assistant, s)
     question = "How much does PrivGate reduce privacy leakage?"
@@ -187,12 +193,16 @@ def test_a_rebuild_while_serving_never_leaves_the_app_without_an_index(tmp_path:
     assert during and "PrivGate" in during[0] and 'class="error"' not in during[0]  # the old index answered
     assert assistant.retriever is loaded  # not reloaded while no new index was published
     assert rebuilt.collection != first.collection and rebuilt.papers == first.papers
-    retired = list(s.paths.data_dir.glob("index-*.retired-*"))
-    assert len(retired) == 1
-    ChunkStore(IndexPaths.of(s).chroma, first.collection, "fake-hash", 256, create=False)  # kept for readers
+    assert IndexPaths.of(s).folder != old.folder and old.catalog.exists()
+    ChunkStore(old.chroma, first.collection, "fake-hash", 256, create=False).close()  # kept for readers
     assert "PrivGate" in h.search(question, 5, [])
     assert assistant.retriever is not loaded and assistant.retriever.store.name == rebuilt.collection
-    build_index(s, HashEmbedder())  # the next ingest collects the old index
-    assert not retired[0].exists()
+    kept = build_index(s, HashEmbedder())  # `loaded` (an answer in flight, say) still reads the old generation
+    assert any("still read by 1 process" in str(n) for n in kept.notes) and old.catalog.exists()
+    assert loaded.search(question).hits[0].paper.title.startswith("PrivGate")
+    del loaded
+    gc.collect()
+    build_index(s, HashEmbedder())  # nothing holds it now: the next ingest collects it
+    assert not old.folder.exists()
     with pytest.raises(Exception, match="no index"):
-        ChunkStore(IndexPaths.of(s).chroma, first.collection, "fake-hash", 256, create=False)
+        ChunkStore(old.chroma, first.collection, "fake-hash", 256, create=False)

@@ -256,8 +256,8 @@ class Outcome:
 
 
 class IndexFollower:
-    """Between answers: when an ingest has published a new index since, reload it, as the UI's handlers do (each
-    keeps its own mark, so after an ingest the UI reloads once more: one extra reopen, no shared state)."""
+    """Between answers: when an ingest has published a new index since, have the assistant open it
+    (`Assistant.follow_index`, which also runs every `store.follow_s` on its own: this makes it at once)."""
 
     def __init__(self, assistant: Assistant, settings: Settings) -> None:
         self.assistant, self.settings = assistant, settings
@@ -274,10 +274,11 @@ class IndexFollower:
         with self.lock:
             generation = self._generation()
             if generation is None or generation == self.seen:
-                return  # None: nothing published right now (a rebuild under way): keep the loaded index
-            with self.assistant.compute:  # no retrieval in progress; an answer generating keeps what it retrieved
-                self.assistant.reload_index()
-            log.info("index changed (generation %s): reloaded for the API", generation)
+                return  # None: no generation id published yet: keep the loaded index
+            # Opened beside the loaded one, swapped in under the compute lock (no retrieval is cut); a no-op when the
+            # assistant's own follower or the UI opened it already.
+            self.assistant.follow_index()
+            log.info("index changed (generation %s): the API answers from it", generation)
             self.seen = generation
 
 
