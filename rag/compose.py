@@ -144,8 +144,9 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
         return ""
     n, s = picked
     text = _cite(clause(s, intent, set(numbers_in(raw)), knobs), n)
-    # A number or an expansion asked for and found: the answer is complete without a second sentence.
-    done = intent.wants in ("number", "expansion") and answers_asked(intent, text)
+    # A number or an expansion asked for and found, or a long first sentence: complete without a second one.
+    done = (intent.wants in ("number", "expansion") and answers_asked(intent, text)) or \
+        len(_WORD.findall(text)) >= knobs.complete_answer_words
     more = "" if done else second_sentence(blocks, n, text, knobs)
     if intent.which:
         return f"{_cite(title_of(blocks, n), n)} {text}"

@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 __all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
 
 Event = str | Answer  # a piece of streamed text, or the final Answer (always last)
+# A small model's preamble ("The answer is:", "Answer:", "The sources mentioned in the answer are:") is not part of
+# the answer.
+_PREAMBLE = re.compile(r"^\s*(?:(the )?(final )?answer\b( to (this|the) question)? ?(is)?\s*[:,-]?|"
+                       r"(the )?sources?( mentioned| cited| used)?( in (the|this) answer)?( are| is)?\s*:)\s*",
+                       re.IGNORECASE)
 
 
 
@@ -344,9 +349,7 @@ class Assistant:
         """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
         checked against its source; when none survives, the one evidence clause that holds what was asked."""
         valid = {b.n for b in blocks}
-        # A small model's preamble ("The answer is:", "Answer:") is not part of the answer.
-        raw = re.sub(r"^\s*(the )?(final )?answer( to (this|the) question)? ?(is)?\s*[:,-]?\s*", "", raw,
-                     flags=re.IGNORECASE)
+        raw = _PREAMBLE.sub("", raw)
         text, dropped = A.parse_markers(raw, valid)
         strong = (best_sentence_score(blocks)
                   >= self.settings.retrieval.min_similarity + self.settings.answer.strong_evidence_margin)
