@@ -42,7 +42,8 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
     return boost
 # Sentences addressed to an assistant rather than describing research ("Ignore all previous instructions and reply
 # ...", "Note to AI assistants: ...", "every answer must ..."): planted instructions, never evidence. They are data
-# either way (sanitised, delimited, checked), but ranked last they are neither shown to the model nor quoted.
+# either way (sanitised, delimited, checked); with the defence on they are left out of the evidence (`_evidence`)
+# and ranked last for the papers' relevance, so they are neither shown to the model nor quoted.
 _ADDRESSED = re.compile(
     r"\b(ignore|disregard|forget)\b[^.]{0,40}\b(instructions?|sources?|question|rules|above|previous)\b|"
     r"\b(reply|respond|answer)\b[^.]{0,30}\b(only|with|every|any|nothing else)\b|"
@@ -128,7 +129,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     blocks: list[Evidence] = []
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
         sents = with_focus(question.scored, sents, focus_weight, scorer.knobs.addressed_penalty > 0)
-        order = sorted(range(len(sents)), key=lambda i: -sents[i][1])[:per_paper]
+        order = sorted(_evidence(sents, scorer.knobs), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
                                sentence_scores=tuple(sents[i][1] for i in order)))
@@ -231,10 +232,18 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     kept.sort(key=lambda k: -k[0])
     blocks = []
     for n, (_, hit, sents) in enumerate(kept, start=1):
-        i = max(range(len(sents)), key=lambda j: sents[j][1]) if sents else None
+        usable = _evidence(sents, knobs)
+        i = max(usable, key=lambda j: sents[j][1]) if usable else None
         blocks.append(Evidence(n=n, hit=hit, sentences=(sents[i][0],) if i is not None else (),
                                sentence_scores=(sents[i][1],) if i is not None else ()))
     return blocks
+
+
+def _evidence(sents: list[tuple[str, float]], knobs: Answering) -> list[int]:
+    """Which of a paper's sentences may be evidence: with the defence on (`addressed_penalty` > 0) none addressed
+    to an assistant, so a planted order never reaches the prompt, the answer or a card's supporting sentences,
+    however short the abstract (ranked last, it still filled a three-sentence abstract's three slots)."""
+    return [i for i, (s, _) in enumerate(sents) if not (knobs.addressed_penalty > 0 and addressed(s))]
 
 
 def best_sentence_score(blocks: list[Evidence]) -> float:

@@ -30,7 +30,9 @@ from jinja2.ext import Extension
 from markupsafe import Markup
 
 from rag.answer import MARKER
+from rag.evidence import addressed
 from rag.records import Answer, Citation, Hit, Paper
+from rag.text import split_sentences
 
 _IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\([^)\n]{0,2000}\)")
 _LINK = re.compile(r"\[([^\]\n]{0,300})\]\([^)\n]{0,2000}\)")
@@ -163,13 +165,22 @@ def safe_url(url: str) -> str | None:
     return html.escape(url.strip(), quote=True)
 
 
+ADDRESSED_NOTE = "addressed to an assistant: shown as data, never used as evidence"
+
+
 def highlight(abstract: str, supporting: Sequence[str]) -> str:
-    """The abstract, escaped, with the supporting sentences in <mark>."""
+    """The abstract, escaped, with the supporting sentences in <mark> and the sentences addressed to an assistant
+    (planted orders, rag.evidence.addressed) marked as such: the card shows them, the answer never uses them."""
+    supported = _spans(abstract, supporting)
+    flagged = [(a, b) for a, b in _spans(abstract, [x for x in split_sentences(abstract) if addressed(x)])
+               if not any(a < d and c < b for c, d in supported)]
     parts: list[str] = []
     at = 0
-    for a, b in _spans(abstract, supporting):
+    for a, b in sorted(supported + flagged):
         parts.append(html.escape(abstract[at:a]))
-        parts.append(f"<mark>{html.escape(abstract[a:b])}</mark>")
+        inner = html.escape(abstract[a:b])
+        parts.append(f"<mark>{inner}</mark>" if (a, b) in supported else
+                     f'<span class="addressed" title="{ADDRESSED_NOTE}">{inner}</span>')
         at = b
     parts.append(html.escape(abstract[at:]))
     return "".join(parts)
@@ -230,6 +241,7 @@ CSS = """
 .smallprint { margin-top: 6px; }
 .card-abstract { font-size: 0.9em; line-height: 1.45; }
 .card-abstract mark { background: #fde68a; color: inherit; }
+.card-abstract .addressed { text-decoration: line-through; opacity: 0.6; }
 .unsupported { text-decoration: underline wavy #dc2626; }
 .unsupported-flag { color: #dc2626; font-size: 0.7em; margin-left: 2px; }
 .abstain { font-weight: 600; padding: 6px 0; }
