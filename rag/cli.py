@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +197,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.questions_file:
         stream = sys.stdin if args.questions_file == "-" else open(args.questions_file, encoding="utf-8")
-        questions = [q.strip() for q in stream if q.strip()]
+        # Read as they come: `-` keeps one process (and the model) answering lines as they arrive.
+        questions: Iterable[str] = (q.strip() for q in stream if q.strip())
     elif args.question:
         questions = [args.question]
     else:
@@ -206,10 +207,11 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     assistant = Assistant(settings)
     _load_concurrently(assistant)
     for q in questions:
+        assistant.follow_index()  # an ingest published a new index since the last question: answer from it
         if args.json:
             print(json.dumps(assistant.ask(q, filters=filters).to_dict(), ensure_ascii=False), flush=True)
             continue
-        if len(questions) > 1:
+        if args.questions_file:
             print(f"\nQ: {q}")
         streamed = ""
         for event in assistant.stream(q, filters=filters):
@@ -350,7 +352,7 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from ui.app import serve
+    from ui.startup import serve  # listens at once; gradio and the models load behind it
 
     serve(settings)
     return 0

@@ -101,7 +101,7 @@ def test_an_index_built_before_namespaces_keeps_its_collection_until_rebuilt(tmp
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from rag import indexer
 
-    s = corpus_settings(tmp_path, corpus)
+    s = corpus_settings(tmp_path, corpus, **{"store.retire_grace_s": 0})
     with monkeypatch.context() as m:  # as the code before namespaces built it: no id in the catalog
         m.setattr(indexer, "_new_namespace", lambda: "")
         old = build_index(s, HashEmbedder())
@@ -110,10 +110,10 @@ def test_an_index_built_before_namespaces_keeps_its_collection_until_rebuilt(tmp
     assert build_index(s, HashEmbedder()).collection == old.collection  # an ingest keeps the old name
     hits = Assistant(s, embedder=HashEmbedder(), generator=ScriptedGenerator()).search("privacy leakage").hits
     assert hits and consistent_counts(s) == (38, old.chunks)
-    moved = build_index(s, HashEmbedder(), rebuild=True)  # the way to a namespaced collection
-    assert moved.collection == ip.collection != old.collection and moved.collection.startswith(old.collection + "-")
-    assert (moved.papers, moved.chunks) == (38, old.chunks)
-    build_index(s, HashEmbedder())  # the old collection is kept for readers until the next ingest collects it
+    moved = build_index(s, HashEmbedder(), rebuild=True)  # the way to a namespaced collection (a new generation)
+    assert moved.collection == IndexPaths.of(s).collection != old.collection
+    assert moved.collection.startswith(old.collection + "-") and (moved.papers, moved.chunks) == (38, old.chunks)
+    assert not ip.catalog.exists()  # no reader held the old one: the rebuild collected it
     with pytest.raises(StoreError, match="no index"):
         ChunkStore(ip.chroma, old.collection, "fake-hash", 256, create=False)
 
@@ -145,14 +145,25 @@ def test_info_search_and_ask_say_when_the_collection_disagrees_with_the_catalog(
     assert done.returncode == 0 and json.loads(done.stdout)["hits"], done.stderr
 
 
+class Gate:
+    """Stands in for ui.startup.Starting: records which parts of the app were installed."""
+
+    def __init__(self, installed: list[str]) -> None:
+        self.installed = installed
+
+    def install(self, which: str, app: Any) -> None:
+        self.installed.append(which)
+
+
 @pytest.mark.slow
 def test_serve_repairs_a_collection_missing_chunks_and_says_so(seeded, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """`serve` ingests first: the papers whose chunks are gone are embedded again and it logs a warning saying so
-    (the app itself is not launched here)."""
+    (the app itself is not served here, nor the model loaded)."""
     from rag.catalog import read_meta
     from ui import app as U
+    from ui import startup
 
     data = tmp_path / "data"
     shutil.copytree(seeded.paths.data_dir, data)
@@ -162,8 +173,11 @@ def test_serve_repairs_a_collection_missing_chunks_and_says_so(seeded, tmp_path:
     store.delete_papers(sorted(store.paper_ids())[:3])
     served: list[Any] = []
     monkeypatch.setattr(U.Assistant, "warm", lambda self: served.append(self.retriever.store.count()))
-    monkeypatch.setattr(U, "launch", lambda *a, **kw: None)
-    U.serve(s)
+    monkeypatch.setattr(U, "build_app", lambda *args: None)
+    monkeypatch.setattr(U, "served_app", lambda *args: None)
+    installed: list[str] = []
+    startup.prepare(s, Gate(installed))  # type: ignore[arg-type]
+    assert installed == ["api", "ui"]
     assert "index: " in caplog.text and "3 papers had no chunks in the store; embedded again" in caplog.text
     assert served == [int(str(read_meta(ip.catalog, "chunks")))]
 

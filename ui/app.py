@@ -1,4 +1,4 @@
-"""The Gradio app: Chat (streamed, cited, checked), Search (no LLM), Library (every paper), Settings; and `serve`.
+"""The Gradio app: Chat (streamed, cited, checked), Search (no LLM), Library (every paper), Settings.
 
 Handlers call only the pipeline (`Assistant`) and `ui.render`; every string from the model or the corpus reaches
 the page through render's escaping. Named API endpoints for clients: `/chat` (question -> answer JSON) and
@@ -8,7 +8,8 @@ Why the answer stream runs in its own thread: Gradio advances a sync generator w
 thread is free, while `Assistant.stream` holds the compute lock (and llama.cpp's) across its yields. One worker
 thread drives the pipeline's generator from start to end and hands events over a queue, so a stream's locks are
 taken and released by one thread and a page that goes away stops the generation.
-Importing this module loads no model; `serve` does, at start-up.
+Importing this module loads no model; `python -m rag serve` (ui/startup.py) does, at start-up, and imports this
+module (and gradio) while the models load.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 
 import gradio as gr  # noqa: E402
 
+from rag.catalog import Catalog  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.index import index_generation  # noqa: E402
-from rag.pipeline import Assistant, ingest  # noqa: E402  (cheap: models load in warm(), not at import)
-from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError, StoreLockedError  # noqa: E402
+from rag.pipeline import Assistant  # noqa: E402  (cheap: models load in warm(), not at import)
+from rag.records import Answer, ConfigError, ModelError, Paper, RagError, StoreError  # noqa: E402
 from rag.retrieve import Filters  # noqa: E402
 
 from . import access, api, evaluation  # noqa: E402
@@ -166,7 +168,6 @@ class Handlers:
         self.model_label = next(iter(self.models))
         # Records stay in the catalog (SQLite) and are read per request: a million papers would not fit the page or
         # the process. Source files are listed for the filters, the first MAX_SOURCE_CHOICES of them.
-        self.catalog = assistant.catalog
         self.generation = self._generation()
         every = self.catalog.sources()
         self.sources: list[str] = every[:MAX_SOURCE_CHOICES]
@@ -179,17 +180,21 @@ class Handlers:
             return None
 
     def follow_index(self) -> None:
-        """Between questions: when an ingest has published a new index since, reload it (BM25, collection,
-        catalog). Under the compute lock, so no retrieval is in progress; an answer already generating keeps what
-        it retrieved."""
+        """Between questions: when an ingest has published a new index since, have the assistant open it (BM25,
+        collection, catalog) beside the loaded one and swap it in under the compute lock, so no retrieval is cut;
+        an answer already generating keeps what it retrieved. The assistant also does this every
+        `store.follow_s` on its own; here it is at once."""
         generation = self._generation()
         if generation is None or generation == self.generation:
-            return  # None: no index published right now (a rebuild under way): keep answering from the loaded one
-        with self.assistant.compute:
-            self.assistant.reload_index()
-            self.catalog = self.assistant.catalog
-        log.info("index changed (generation %s): reloaded", generation)
+            return  # None: no generation id published yet: keep answering from the loaded index
+        self.assistant.follow_index()
+        log.info("index changed (generation %s): answering from it", generation)
         self.generation = generation
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog of the generation the assistant reads now (the Library follows the index too)."""
+        return self.assistant.catalog
 
     def _options(self, top_k: Any, temperature: Any, max_tokens: Any) -> Options:
         """This request's options, each clamped to its slider's range (a client can send anything)."""
@@ -455,51 +460,49 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
     return app
 
 
-def launch(app: gr.Blocks, settings: Settings, port: int | None = None, block: bool = True,
-           assistant: Assistant | None = None) -> api.Served | None:
-    """Queue and start the app: local only, no share link, no file serving beyond Gradio's own assets.
-
-    With `assistant`, the OpenAI-compatible API (ui/api.py) shares the port: one FastAPI app with the UI mounted at
-    "/", served by uvicorn; unblocked, the returned handle's close() stops it. Without, Gradio serves the UI alone.
-    """
-    # A login is required when the app is exposed (ConfigError, saying how to set one, when there is none).
-    logins = access.check_access(settings.ui, api=assistant is not None)
-    # Bounded: past `queue_size` waiting requests a new one is refused at once with Gradio's "This application is
-    # currently busy. Please try again." (HTTP 503 to clients) instead of waiting behind an unbounded line.
-    app.queue(default_concurrency_limit=1, max_size=settings.ui.queue_size)
+def _ui_options(settings: Settings, logins: list[tuple[str, str]] | None) -> dict[str, Any]:
+    """Gradio's options as `launch` and `served_app` share them: local only, no file routes into the data folder,
+    the models or the seeds, no share link, no MCP or server-side rendering; `logins` when exposed."""
     blocked = [str(p.resolve()) for p in (settings.paths.data_dir, settings.paths.models_dir, settings.paths.seeds_dir)]
     if settings.generation.model_path:
         blocked.append(str(Path(settings.generation.model_path).resolve()))
+    return dict(allowed_paths=[], blocked_paths=blocked, show_error=False, css=R.CSS, head=R.HEAD, mcp_server=False,
+                ssr_mode=False, auth=logins)
+
+
+def served_app(app: gr.Blocks, settings: Settings, assistant: Assistant | None, port: int | None = None) -> Any:
+    """The UI mounted at "/" of a FastAPI app, the queue bounded as in `launch`: with `assistant`, the app of the
+    OpenAI-compatible API (ui/api.py), so both share a port; without, an app of its own (`python -m rag serve` puts
+    the API in front of it itself, ui/startup.py). Either way the API is served too, so an exposed app needs its
+    token as well as a login."""
+    from fastapi import FastAPI
+
+    logins = access.check_access(settings.ui, api=True)
+    # Bounded: past `queue_size` waiting requests a new one is refused at once with Gradio's "This application is
+    # currently busy. Please try again." (HTTP 503 to clients) instead of waiting behind an unbounded line.
+    app.queue(default_concurrency_limit=1, max_size=settings.ui.queue_size)
+    parent = (api.create_api(assistant, settings) if assistant is not None
+              else FastAPI(title="abstracts-qa", docs_url=None, redoc_url=None, openapi_url=None))
+    return gr.mount_gradio_app(parent, app, path="/", server_name=settings.ui.host,
+                               server_port=port or settings.ui.port, **_ui_options(settings, logins))
+
+
+def launch(app: gr.Blocks, settings: Settings, port: int | None = None, block: bool = True,
+           assistant: Assistant | None = None) -> api.Served | None:
+    """Queue and start the app in this process (tests, notebooks; `serve` is ui/startup.py).
+
+    With `assistant`, the OpenAI-compatible API shares the port (`served_app`, run by uvicorn); unblocked, the
+    returned handle's close() stops it. Without, Gradio serves the UI alone.
+    """
     port = port or settings.ui.port
-    ui: dict[str, Any] = dict(allowed_paths=[], blocked_paths=blocked, show_error=False, css=R.CSS, head=R.HEAD,
-                              mcp_server=False, ssr_mode=False, auth=logins)
     if assistant is not None:
-        both = gr.mount_gradio_app(api.create_api(assistant, settings), app, path="/", server_name=settings.ui.host,
-                                   server_port=port, **ui)
+        both = served_app(app, settings, assistant, port)
         if block:
             print(f"Serving on http://{settings.ui.host}:{port} (UI) and /v1 (OpenAI-compatible API)", flush=True)
         return api.run(both, settings.ui.host, port, block)
+    # A login is required when the app is exposed (ConfigError, saying how to set one, when there is none).
+    logins = access.check_access(settings.ui, api=False)
+    app.queue(default_concurrency_limit=1, max_size=settings.ui.queue_size)
     app.launch(server_name=settings.ui.host, server_port=port, share=False, prevent_thread_lock=not block,
-               quiet=not block, **ui)
+               quiet=not block, **_ui_options(settings, logins))
     return None
-
-
-def serve(settings: Settings) -> None:
-    """Ingest the seeds if needed, load and warm the models, then serve until interrupted."""
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    access.check_access(settings.ui)  # an exposed app without a login stops here, before any ingest or model load
-    try:
-        summary = ingest(settings)  # idempotent: unchanged files are skipped without embedding
-    except StoreLockedError:
-        # Another process holds the writer lock: a replica starting at the same time, or an ingest job. With an
-        # index already published this one serves it as a reader and follows the next one the writer publishes.
-        if index_generation(settings) is None:
-            raise
-        log.warning("the index is being written by another process; serving the published one meanwhile")
-    else:
-        for note in summary.notes:  # e.g. papers whose chunks were missing from the collection, embedded again
-            log.warning("index: %s", note)
-        log.info("index ready: %d papers, %d chunks", summary.papers, summary.chunks)
-    assistant = Assistant(settings)
-    assistant.warm()
-    launch(build_app(assistant, settings), settings, assistant=assistant)
