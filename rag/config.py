@@ -166,6 +166,10 @@ class Generation(Group):
     max_tokens: int = Field(120, description="most tokens generated per answer")
     seed: int = Field(0, description="sampling seed")
     chat_format: str = Field("chatml", description="fallback chat format for a GGUF without a template")
+    prompt_lookup: int = Field(0, ge=0, description="prompt-lookup decoding: per step, draft up to this many "
+                                                    "tokens by finding the last two generated tokens in the prompt "
+                                                    "(llama-cpp-python's LlamaPromptLookupDecoding) and let the "
+                                                    "model verify them in one batch; 0 = off")
     probe_timeout: float = Field(60.0, description="seconds a separate process may take to test-load a GGUF "
                                                          "other than the packaged default before it is loaded in "
                                                          "the app (0 = no probe)")

@@ -67,13 +67,20 @@ class LlamaGenerator:
 
         self.n_ctx = settings.n_ctx
         threads = settings.n_threads or physical_cores()
+        draft = None
+        if settings.prompt_lookup > 0:  # answers copy names and numbers out of the evidence: draft them from it
+            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+            draft = LlamaPromptLookupDecoding(num_pred_tokens=settings.prompt_lookup)
         for candidate in dict.fromkeys([path, source]):  # the copy, then the original should the copy not load
             try:
                 self._llm = Llama(
                     model_path=str(candidate), n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
                     n_batch=settings.n_batch, n_ubatch=settings.n_ubatch or settings.n_batch,
                     flash_attn=settings.flash_attn, n_gpu_layers=settings.n_gpu_layers, seed=settings.seed,
-                    verbose=False,
+                    # logits_all with a draft: llama-cpp-python 0.3.x turns it on itself but sizes its logits
+                    # buffer from the argument (n_batch rows), and the second prompt batch overflows it
+                    draft_model=draft, logits_all=draft is not None, verbose=False,
                 )
                 break
             except Exception as e:  # llama.cpp reports a bad file as ValueError/RuntimeError with no path
