@@ -1,0 +1,41 @@
+"""`generation.prompt_lookup`: prompt-lookup decoding (llama-cpp-python's LlamaPromptLookupDecoding as the draft
+model). Off by default; on, the model verifies drafted tokens and a greedy answer is the plain decode's. The prompt
+is longer than one `n_batch`, which is where llama-cpp-python 0.3.x overflowed its logits buffer when it was given
+a draft model without `logits_all` (rag/generate.py passes both). Speed and answer identity over the dev questions:
+bench/prompt_lookup.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.config import Generation, load
+from rag.generate import LlamaGenerator
+
+ABSTRACT = (
+    "Large language model agents increasingly handle private user data. We present PrivGate, a framework that "
+    "selectively invokes explicit reasoning based on the privacy sensitivity of each request. A lightweight gate "
+    "classifies requests and routes only sensitive ones through a privacy-reasoning step. End-to-end evaluations "
+    "show that PrivGate achieves a 62.6% average relative reduction in privacy leakage with 15.9% token overhead, "
+    "outperforming always-on reasoning baselines in both leakage and cost across three agent benchmarks. ") * 2
+
+
+def test_off_by_default() -> None:
+    assert Generation().prompt_lookup == 0
+    assert load(flags={"generation.prompt_lookup": 10}, env={}).generation.prompt_lookup == 10
+    with pytest.raises(ValueError):
+        Generation(prompt_lookup=-1)
+
+
+@pytest.mark.slow
+def test_a_greedy_answer_is_the_same_with_prompt_lookup() -> None:
+    gen = load(env={}).generation
+    off = LlamaGenerator(gen.model_copy(update={"prompt_lookup": 0}))
+    on = LlamaGenerator(gen.model_copy(update={"prompt_lookup": 10}))
+    assert off._llm.draft_model is None and on._llm.draft_model is not None
+    messages = [{"role": "system", "content": "Answer from the abstract and cite it as [1]."},
+                {"role": "user", "content": f"[1] {ABSTRACT}\n\nQuestion: How much does PrivGate reduce privacy "
+                                            "leakage, and at what token overhead?"}]
+    assert off.count_tokens(messages) > gen.n_batch  # the prompt spans more than one batch
+    plain = "".join(off.stream(messages, max_tokens=60, temperature=0.0))
+    drafted = "".join(on.stream(messages, max_tokens=60, temperature=0.0))
+    assert "62.6" in plain and drafted == plain
