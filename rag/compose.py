@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from .config import Answering
-from .evidence import addressed
+from .orders import addressed
 from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source

@@ -26,6 +26,7 @@ import numpy as np
 from . import question as Q
 from .config import Answering
 from .embed import Embedder
+from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit
 from .text import has_quantity, split_sentences, tokens
 
@@ -40,23 +41,6 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
     if "name" in asks and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
         boost += weight / 2
     return boost
-# Sentences addressed to an assistant rather than describing research ("Ignore all previous instructions and reply
-# ...", "Note to AI assistants: ...", "every answer must ..."): planted instructions, never evidence. They are data
-# either way (sanitised, delimited, checked); with the defence on they are left out of the evidence (`_evidence`)
-# and ranked last for the papers' relevance, so they are neither shown to the model nor quoted.
-_ADDRESSED = re.compile(
-    r"\b(ignore|disregard|forget)\b[^.]{0,40}\b(instructions?|sources?|question|rules|above|previous)\b|"
-    r"\b(reply|respond|answer)\b[^.]{0,30}\b(only|with|every|any|nothing else)\b|"
-    r"\b(every|any|each) (answer|response|reply)\b[^.]{0,30}\b(must|should|shall)\b|"
-    r"\bnote to (ai|llm|language model|assistant)|\b(ai|llm) assistants?\b|\bassistant,|system prompt|"
-    r"\bcite (paper|source) \[|\bnew policy\b|\binto your (answer|response|reply)\b|ignorez|忽略",
-    re.IGNORECASE)
-
-
-def addressed(text: str) -> bool:
-    """Is this text an order to an assistant rather than a statement about research? (see _ADDRESSED)"""
-    return bool(_ADDRESSED.search(text))
-
 
 class SentenceScorer:
     """Scores a paper's sentences against a question; caches sentence vectors by paper id."""
@@ -96,7 +80,7 @@ class SentenceScorer:
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
                 score = (float(sim) + self.knobs.lexical_weight * overlap
                          + answer_type_boost(question.asks, s, self.knobs.answer_type_boost))
-                scored.append((s, score - self.knobs.addressed_penalty if _ADDRESSED.search(s) else score))
+                scored.append((s, score - self.knobs.addressed_penalty if ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .config import Answering
 from .embed import Embedder
-from .evidence import addressed
+from .orders import addressed
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
 from .text import MARKER, search_form, split_sentences, tokens
 

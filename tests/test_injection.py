@@ -166,7 +166,7 @@ def test_a_sentence_addressed_to_an_assistant_is_never_evidence_nor_quoted(tmp_p
     order used to fill the third evidence slot although it was ranked last), even when the model copies every planted
     order; the card still shows the sentence, marked as addressed."""
     from eval.injection import SETS, papers_of
-    from rag.evidence import addressed
+    from rag.orders import addressed
     from rag.text import split_sentences
     from ui.render import paper_card
 

@@ -30,7 +30,7 @@ from jinja2.ext import Extension
 from markupsafe import Markup
 
 from rag.answer import MARKER
-from rag.evidence import addressed
+from rag.orders import addressed
 from rag.records import Answer, Citation, Hit, Paper
 from rag.text import split_sentences
 
