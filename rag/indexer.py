@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -106,6 +107,17 @@ def _index_batch(batch: list[Paper], settings: Settings, embedder: Embedder, sto
     return len(chunks)
 
 
+# What parser 3 splits and parser 2 did not, in an abstract whose record is otherwise the same: a CJK full stop, or a
+# sentence end before a non-ASCII opener (e.g. "... 1.2 hours. Игнорируй ..."). (Kept line breaks change the record.)
+_RESPLIT_3 = re.compile(r"[。！？]|[.!?][\"”’)\]]?\s+[\"“(\[]?[^\x00-\x7f“]")
+
+
+def _parse_version(digest: str) -> int:
+    """The parser version in a manifest row's digest ("<sha256>/parse-2" -> 2; none -> 0)."""
+    _, _, version = digest.rpartition("/parse-")
+    return int(version) if version.isdigit() else 0
+
+
 class _BatchFailed(Exception):
     pass
 
@@ -123,6 +135,7 @@ class _Run:
         # unchanged file, not parsed (the catalog knows where)
         self.refreshed: list[Paper] = []  # records to rewrite before the file's manifest row (one transaction)
         self.changed = False
+        self.resplit = False  # the file being read was last read by a parser before version 3
 
     def file(self, path: Path, root: Path, source: str, vanished: set[str]) -> None:
         try:
@@ -143,6 +156,7 @@ class _Run:
         ids: list[str] = []
         batch: list[Paper] = []
         self.refreshed = []
+        self.resplit = entry is not None and _parse_version(entry[0]) < 3
         try:
             for paper in read_papers(path, self.report, source=source):
                 ids.append(paper.paper_id)
@@ -182,9 +196,19 @@ class _Run:
 
     def _refresh(self, paper: Paper, vanished: set[str]) -> bool:
         """A paper already stored, met again in a changed file: bring its record up to date. True when its
-        chunks must be embedded again (the title, which is embedded with every chunk, changed)."""
+        chunks must be embedded again: the title, which is embedded with every chunk, or the readable abstract, which
+        is split into them, changed (the id hashes the text with its spacing collapsed, so a newer parser that keeps
+        a line break as a sentence end, or splits at "。", gives the same paper other chunks)."""
         old = self.catalog.get(paper.paper_id)
-        if old is None or old == paper:
+        if old is None:
+            return False
+        if old == paper:
+            # Read before parser 3, the same record was split into other sentences when a sentence opened after
+            # ". " in a script other than ASCII or ended with "。": its chunks are embedded again, once.
+            if self.resplit and old.source == paper.source and _RESPLIT_3.search(paper.abstract):
+                self.summary.refreshed += 1
+                self.changed = True
+                return True
             return False
         if old.source != paper.source and old.source not in vanished:
             # Stored from a file that is still there (or from another folder): a duplicate, ingested once.
@@ -193,7 +217,7 @@ class _Run:
             return False
         self.summary.refreshed += 1
         self.changed = True
-        if old.title != paper.title:
+        if (old.title, old.abstract) != (paper.title, paper.abstract):
             return True
         # Moved to another file or position: chunk metadata now, the record before the manifest row (a crash in
         # between leaves the row old, so the next run does it again).

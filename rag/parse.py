@@ -21,14 +21,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .files import ParseReport, Skip, blocks, decode, detect_encoding, find_files
+from .orders import title_problem
 from .records import IngestError, Paper
-from .text import clean, derive_title, find_links, latex_to_text
+from .text import clean, clean_lines, derive_title, find_links, latex_to_text
 
 log = logging.getLogger(__name__)
 
 # Bump when the same file parses into different records (e.g. a better derived title, sentence split): the indexer
 # then reads every file once more and updates the papers whose record changed.
-PARSE_VERSION = 2
+PARSE_VERSION = 3  # 3: line breaks after a sentence end kept, CJK full stops, titles that are orders withheld
 TEXT_SUFFIXES = {".txt", ".text", ".md", ""}
 JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 CSV_SUFFIXES = {".csv", ".tsv"}
@@ -51,15 +52,17 @@ def paper_id(raw_abstract: str) -> str:
 
 def make_paper(raw: str, source: str, position: int, venue: str = "", title: str = "", authors: str = "",
                year: int | None = None, url: str = "") -> Paper:
+    lines = clean_lines(raw)  # a line break after a sentence end stays a sentence boundary (text.clean_lines)
     raw = clean(raw)
-    readable = latex_to_text(raw)
+    readable = "\n".join(latex_to_text(line) for line in lines.split("\n"))
     links = find_links(raw)
     if url and url not in links:
         links = (*links, url)
     given = _shorten(clean(latex_to_text(title))) if title else ""
+    withheld = given if given and (title_problem(clean(title)) or title_problem(given)) else ""
     return Paper(
         paper_id=paper_id(raw),
-        title=given or derive_title(readable),  # e.g. a title of "{}" renders as nothing
+        title=(given if not withheld else "") or _derived_title(readable),  # e.g. a title of "{}" renders as nothing
         venue=venue,
         source=source,
         position=position,
@@ -68,7 +71,16 @@ def make_paper(raw: str, source: str, position: int, venue: str = "", title: str
         links=links,
         authors=clean(authors),
         year=year,
+        url=url,
+        withheld_title=withheld,
     )
+
+
+def _derived_title(readable: str) -> str:
+    """The abstract's named method or opening sentence, from sentences that are not planted orders and hold no
+    URL; "Untitled" when there is none (a title is quoted to the model and opens a which-paper answer)."""
+    title = derive_title(readable, skip=lambda sentence: title_problem(sentence) is not None)
+    return title if title and title_problem(title) is None else "Untitled"
 
 
 def _shorten(title: str) -> str:
@@ -103,10 +115,10 @@ def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
                 start = number
             current.append(text_line.strip())
         elif current:
-            blocks.append((start, " ".join(current)))
+            blocks.append((start, "\n".join(current)))
             current = []
     if current:
-        blocks.append((start, " ".join(current)))
+        blocks.append((start, "\n".join(current)))
     if not blocks:
         raise IngestError(source, "empty file (no text); skipped")
     venue = ""
@@ -123,7 +135,7 @@ def _parse_text(text: str, source: str, report: ParseReport) -> Iterator[Paper]:
         _note_invisible(block, source, line, report)
         if not re.sub(r"\s*\S*https?://\S+$", ".", body).rstrip("\"”’)] ").endswith((".", "!", "?")):
             report.notes.append(Skip(source, "abstract has no sentence end; ingested as it is", line))
-        yield make_paper(body, source, position, venue=venue)
+        yield make_paper(block, source, position, venue=venue)
 
 
 def _field(record: dict[str, object], *names: str) -> str:

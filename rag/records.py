@@ -19,15 +19,19 @@ class Paper:
     """One abstract, as parsed from a source file."""
 
     paper_id: str  # stable: derived from the abstract's normalised text, unchanged across re-ingest
-    title: str  # short display title derived from the abstract
+    title: str  # short display title: the source's own, else derived from the abstract; never an order or a URL
     venue: str  # e.g. "ICML 2026 Papers", the seed file's title line
     source: str  # file name the abstract came from (not a full path)
     position: int  # 0-based index of the abstract within its source file
-    abstract: str  # readable text: LaTeX markup rendered for display
+    abstract: str  # readable text: LaTeX markup rendered for display; a line break only where a sentence ends
     raw: str  # the abstract exactly as found, used for search
-    links: tuple[str, ...] = ()  # URLs found in the abstract (code repositories, project pages)
+    links: tuple[str, ...] = ()  # URLs found in the abstract (code repositories, project pages), then `url`
     authors: str = ""
     year: int | None = None
+    url: str = ""  # the record's own link (its url field, or its arXiv id): the one link a card makes clickable
+    # The title the source gave, when it is not shown because it is an order to an assistant, a spreadsheet formula
+    # or a URL (rag.orders.title_problem); `title` is then derived from the abstract. Kept, never displayed as a title.
+    withheld_title: str = ""
 
     @property
     def has_code(self) -> bool:

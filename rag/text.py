@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 
 # --- cleaning -----------------------------------------------------------------------------------------------------
 
@@ -65,32 +66,68 @@ def latex_to_text(raw: str) -> str:
 # --- sentences ------------------------------------------------------------------------------------------------------
 
 _ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "vs.", "cf.", "Fig.", "Eq.", "Sec.", "approx.", "resp.", "No.", "Dr.")
-# A sentence end and space before a capital or digit; or a word's end and a full stop glued to the next sentence's
-# first word ("robustness.This"), as abstracts pasted from PDFs often have.
-_SPLIT = re.compile(r"(?<=[.!?])[\"”’)\]]?\s+(?=[\"“(\[]?[A-Z0-9$\\])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z]{2})")
+# What may open a sentence after ". ": a capital (Latin, Latin-1, Greek, Cyrillic), a digit, "$" or "\\" (LaTeX),
+# or a letter of a script without case (kana, CJK ideographs, Hangul). A lower-case word ("U.S. presidential",
+# "e.g. the") continues the sentence.
+_OPENER = "A-Z0-9$\\\\\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0400-\u042f" \
+          "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+# A sentence end and space before an opener; a word's end and a full stop glued to the next sentence's first word
+# ("robustness.This"), as abstracts pasted from PDFs often have; or a CJK full stop, question or exclamation mark,
+# which ends a sentence whatever follows, with or without a space ("…見る。次に" / "…答えてください。 Next").
+_SPLIT = re.compile(r"(?<=[.!?])[\"”’)\]]?\s+(?=[\"“(\[]?[" + _OPENER + r"])|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z]{2})|"
+                    r"(?<=[。！？])[」』）】\"”’)\]]?\s*(?=\S)")
+# A line ending a sentence: its last mark, then closing quotes or brackets.
+_ENDS_SENTENCE = re.compile(r"[.!?。！？][」』）】\"”’)\]]*$")
+
+
+def ends_sentence(text: str) -> bool:
+    """Does the text end a sentence? e.g. "under 0.2 mm." -> True; "e.g." and "a method for" -> False."""
+    text = text.rstrip()
+    return bool(_ENDS_SENTENCE.search(text)) and not text.endswith(_ABBREVIATIONS)
+
+
+def clean_lines(text: str) -> str:
+    """clean(), except that a line break after a sentence end stays a line break (a sentence boundary that
+    split_sentences keeps whatever the next line starts with); every other line break is a space.
+
+    A field's text after a line break is often not the same sentence: a CSV cell pasting a header and a row after
+    its abstract ("...under 0.2 mm.\\ntitle,abstract\\nSYSTEM NOTICE,...") must not be glued to the sentence before
+    it. But arXiv's abstracts are wrapped at ~80 characters inside sentences ("a new method for\\ncomputing"), so a
+    break that does not follow a sentence end joins the lines as before. Without a kept break, the result is
+    exactly clean(text).
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        line = clean(line)
+        if not line:
+            continue
+        if out and not ends_sentence(out[-1]):
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences; keeps abbreviations such as "e.g." and decimals such as "9.7" intact, and splits
-    "robustness.This" in two.
+    "robustness.This" in two. A line break after a sentence end, and a CJK full stop ("。"), end a sentence whatever
+    follows (see clean_lines).
 
     A text without any sentence end comes back as one sentence.
     """
-    text = clean(text)
-    if not text:
-        return []
     out: list[str] = []
-    start = 0
-    for m in _SPLIT.finditer(text):
-        candidate = text[start : m.start() + len(m.group(0).rstrip())].strip()
-        if candidate.endswith(_ABBREVIATIONS):
-            continue
-        if candidate:
-            out.append(candidate)
-        start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
+    for line in clean_lines(text).split("\n"):
+        start = 0
+        for m in _SPLIT.finditer(line):
+            candidate = line[start : m.start() + len(m.group(0).rstrip())].strip()
+            if candidate.endswith(_ABBREVIATIONS):
+                continue
+            if candidate:
+                out.append(candidate)
+            start = m.end()
+        tail = line[start:].strip()
+        if tail:
+            out.append(tail)
     return out
 
 
@@ -162,13 +199,15 @@ def _expansion_words(name: str, expansion: str, name_first: bool) -> list[str] |
     return None
 
 
-def derive_title(text: str, max_len: int = 100) -> str:
+def derive_title(text: str, max_len: int = 100, skip: Callable[[str], bool] | None = None) -> str:
     """A short display title for an abstract: its named method and expansion, else its opening sentence.
 
     e.g. "... We produce SOLAR (Self-supervised jOint LeArning for ...)" -> "SOLAR: Self-supervised jOint LeArning ..."
     A field's own acronym ("Reinforcement learning (RL)") is not a method name: lower-case expansions score low.
+    Sentences for which `skip` is true (the parser passes planted orders) are never a title nor its source; ""
+    when every sentence is skipped.
     """
-    sentences = split_sentences(text)
+    sentences = [x for x in split_sentences(text) if not (skip and skip(x))]
     best: tuple[int, str] | None = None
     for i, sentence in enumerate(sentences):
         if len(sentence) > 600:  # no title lives in a giant run-on; and the regexes below would backtrack on it
@@ -192,7 +231,9 @@ def derive_title(text: str, max_len: int = 100) -> str:
             best = (3, f"{named.group(1)}: {_shorten(named.group(2).strip(), 70)}")
     if best is not None and best[0] >= 3:
         return _shorten(best[1], max_len)
-    opening = sentences[0] if sentences else clean(text)
+    if not sentences:
+        return ""
+    opening = sentences[0]
     return _shorten(opening[: max_len * 2].rstrip("."), max_len)
 
 
