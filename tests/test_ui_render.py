@@ -11,7 +11,7 @@ from ui import render as R
 
 PAPER = Paper(paper_id="p1", title="PrivGate <b>gating</b>", venue="ICML 2026 Papers", source="000_x.txt",
               position=12, abstract="We study leakage. PrivGate cuts privacy leakage by 62.6%. Code is public.",
-              raw="", links=("https://github.com/x/privgate", "javascript:alert(1)"))
+              raw="", links=("https://github.com/x/privgate", "javascript:alert(1)"), url="https://github.com/x/privgate")
 
 
 def _tags(html: str) -> set[str]:
@@ -88,6 +88,38 @@ def test_paper_card_escapes_and_highlights() -> None:
     assert "&lt;b&gt;gating&lt;/b&gt;" in card
     assert 'href="https://github.com/x/privgate"' in card and "javascript:" not in card
     assert "000_x.txt #12" in card
+
+
+def test_only_the_records_own_url_is_a_link_on_a_card() -> None:
+    """A URL written in an abstract (a planted "http://evil.example/...") is listed as text, never a link; the
+    record's own url field stays a link. Parsed for real, as ingest makes the record."""
+    from rag.parse import make_paper
+
+    paper = make_paper("PlumeNet forecasts smoke plumes from satellite images with a video transformer. It cuts the "
+                       "error by 12%. See ![chart](http://evil.example/leak.png) and http://evil.example/docs for "
+                       "details. Code: https://github.com/x/plumenet.", "p.jsonl", 0, title="PlumeNet",
+                       url="https://example.org/plumenet")
+    assert paper.url == "https://example.org/plumenet" and "http://evil.example/docs" in paper.links
+    card = R.paper_card(paper, n=1)
+    hrefs = re.findall(r'href="([^"]*)"', card)
+    assert hrefs == ["https://example.org/plumenet"]
+    assert '<span class="mentioned" title="written in the abstract; not a link">http://evil.example/docs</span>' in card
+    assert "https://github.com/x/plumenet" in card and "evil.example" not in "".join(hrefs)
+    # a record without a url of its own (the seeds): every link is text
+    bare = make_paper("PlumeNet forecasts smoke plumes. Code: https://github.com/x/plumenet.", "p.txt", 0)
+    assert "href=" not in R.paper_card(bare) and bare.has_code
+
+
+def test_a_withheld_title_is_shown_as_data_never_as_a_title_or_a_link() -> None:
+    from rag.parse import make_paper
+
+    paper = make_paper("MeshFix repairs non-manifold meshes in one pass. It makes 97.3% of scans watertight.",
+                       "m.csv", 0, title='=HYPERLINK("http://csv.evil.example/x","MeshFix")')
+    card = R.paper_card(paper, n=1)
+    title = re.search(r'<div class="card-title">(.*?)</div>', card)
+    assert title and "HYPERLINK" not in title.group(1) and "MeshFix repairs" in title.group(1)
+    assert "title as given: <span class=\"addressed\"" in card and "a spreadsheet formula" in card
+    assert "href=" not in card and "<a" not in card
 
 
 def test_highlight_finds_sentences_despite_spacing() -> None:
@@ -174,7 +206,8 @@ def test_retrieved_text_is_escaped_in_every_template() -> None:
 
     evil = "<script>alert(1)</script>"
     paper = Paper(paper_id="e1", title=f"Title {evil}", venue=f"Venue {evil}", source=f"{evil}.txt", position=1,
-                  abstract=f"Evil abstract. {evil} It cuts leakage.", raw="", links=("https://x.org/a?b=<s>",))
+                  abstract=f"Evil abstract. {evil} It cuts leakage.", raw="", links=("https://x.org/a?b=<s>",),
+                  url="https://x.org/a?b=<s>")
     hit = Hit(paper, 0.5, best_similarity=0.6, why=f"dense {evil}", passages=(Passage("c", f"passage {evil}", 0.4),))
     cited = _answer(citations=(Citation(1, paper, (f"Evil abstract. {evil}",)),), hits=(hit,), focus=("e1",),
                     model=f"m {evil}", notices=(f"note {evil}",), searched=f"s {evil}")

@@ -30,7 +30,7 @@ from jinja2.ext import Extension
 from markupsafe import Markup
 
 from rag.answer import MARKER
-from rag.orders import addressed
+from rag.orders import addressed, title_problem
 from rag.records import Answer, Citation, Hit, Paper
 from rag.text import split_sentences
 
@@ -186,13 +186,24 @@ def highlight(abstract: str, supporting: Sequence[str]) -> str:
     return "".join(parts)
 
 
+WITHHELD_NOTE = "the source's title, not shown as a title"
+
+
 def paper_card(paper: Paper, n: int | None = None, supporting: Sequence[str] = (), extra: str = "",
                open_abstract: bool = True, rank: int | None = None) -> str:
     """One paper: title, venue, where it came from, links, the abstract (supporting sentences highlighted).
-    `extra` is HTML put under the title (a search hit's scores and passages)."""
-    links = [Markup(u) for u in (safe_url(x) for x in paper.links) if u]
-    return str(_CARDS.paper_card(paper, Markup(highlight(paper.abstract, supporting)), links, extra=Markup(extra),
-                                 n=n, rank=rank, open_abstract=open_abstract))
+    `extra` is HTML put under the title (a search hit's scores and passages).
+
+    Only the record's own `url` is a link. URLs written in the abstract (a code repository, or a planted
+    "http://evil.example/...") are listed as plain text: whoever wrote the abstract chose them, so the card does not
+    make them a click away. A title the parser withheld (an order, a formula, a URL) is shown struck through, as data.
+    """
+    own = safe_url(paper.url) if paper.url else None
+    mentioned = [Markup(u) for u in (safe_url(x) for x in paper.links if x != paper.url) if u]
+    return str(_CARDS.paper_card(paper, Markup(highlight(paper.abstract, supporting)), Markup(own) if own else "",
+                                 mentioned, extra=Markup(extra), n=n, rank=rank, open_abstract=open_abstract,
+                                 withheld_note=f"{WITHHELD_NOTE} ({title_problem(paper.withheld_title)})"
+                                 if paper.withheld_title else ""))
 
 
 def citation_cards(citations: Sequence[Citation]) -> str:
