@@ -100,6 +100,9 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
         [(score, n, s) for score, n, s in _ranked(blocks) if n == top_n]
     if not mine:
         return None
+    # "How much ...?" is answered by a sentence with a number in it, however well another restates the question.
+    if intent.wants in ("number", "expansion"):
+        mine = [m for m in mine if answers_asked(intent, m[2])] or mine
     model_numbers = set(numbers_in(raw))
 
     def key(item: tuple[float, int, str]) -> float:
@@ -191,7 +194,12 @@ def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Questio
     for b in blocks:
         ranked = sorted(zip(b.sentence_scores, b.sentences), key=lambda x: -x[0])
         what = clause(sanitize_source(ranked[0][1]), intent, knobs=knobs) if ranked else ""
-        lines.append(f"- {title_of(blocks, b.n)} [{b.n}]" + (f": {what.rstrip(' .')}." if what else ""))
+        title = title_of(blocks, b.n)
+        if what and what.lower().startswith(title.rstrip("…").rstrip().lower()):
+            # A title derived from this very sentence: the sentence alone, not the title and then it again.
+            lines.append(f"- {what.rstrip(' .')} [{b.n}].")
+            continue
+        lines.append(f"- {title} [{b.n}]" + (f": {what.rstrip(' .')}." if what else ""))
     synthesis = [f"{c.sentence.rstrip(' .')} " + "".join(f"[{n}]" for n in dict.fromkeys(c.cites)) + "."
                  for c in checks if c.supported and len(set(c.cites)) >= 2][:knobs.summary_synthesis]
     return "\n".join(lines) + ("\n\n" + " ".join(synthesis) if synthesis else ""), bool(synthesis)

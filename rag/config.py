@@ -200,6 +200,9 @@ class Answering(Group):
                                                                 "share of the question's words, each weighted by how "
                                                                 "few of the paper's sentences use it (the thing asked "
                                                                 "for, not the paper's subject)")
+    asked_noun_boost: float = Field(1.0, description="inside the evidence paper, added to a sentence holding the "
+                                                     "noun a \"what/which ...\" question asks for (\"which datasets "
+                                                     "...?\" -> a sentence with \"datasets\")")
     lexical_weight: float = Field(0.35, description="weight of the share of the question's words a sentence "
                                                           "contains, added to its cosine similarity when evidence "
                                                           "sentences are scored")

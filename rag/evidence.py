@@ -112,7 +112,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     kept = sorted((r for r in ranked if r[0] >= top - margin), key=lambda r: (-r[0], r[1]))[:max_papers]
     blocks: list[Evidence] = []
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
-        sents = with_focus(question.scored, sents, focus_weight, scorer.knobs.addressed_penalty > 0)
+        sents = with_focus(question.asked, sents, focus_weight, scorer.knobs.addressed_penalty > 0,
+                           noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost)
         order = sorted(_evidence(sents, scorer.knobs), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
@@ -125,17 +126,19 @@ def _stem(word: str) -> str:
 
 
 def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
-               penalise_orders: bool = True) -> list[tuple[str, float]]:
+               penalise_orders: bool = True, noun: str = "", noun_weight: float = 0.0) -> list[tuple[str, float]]:
     """Sentence scores plus `weight` times the share of the question's words each sentence holds, every word
-    weighted by how few of this paper's sentences use it.
+    weighted by how few of this paper's sentences use it, plus `noun_weight` for a sentence holding the noun asked
+    for (`Question.noun`: "which datasets ...?" -> a sentence naming datasets).
 
     Inside one paper the subject ("NITP") is in most sentences and says nothing about which one answers; the
     thing asked for ("extra training compute") is in few. e.g. for "How much extra compute does NITP add?" the
     sentence "NITP adds only 2% training compute" outranks "NITP improves MMLU-Pro by 5.7%".
     """
-    if not weight or not sents:
+    if not (weight or noun_weight) or not sents:
         return sents
     asked = {_stem(t) for t in tokens(question)}
+    head = {_stem(t) for t in tokens(noun)}
     words = [{_stem(t) for t in tokens(s)} for s, _ in sents]
     n = len(sents)
     idf = {t: math.log(1 + n / df) for t in asked if (df := sum(t in w for w in words))}
@@ -144,7 +147,7 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
     def bonus(s: str, w: set[str]) -> float:
         if penalise_orders and addressed(s):
             return 0.0
-        return weight * sum(v for t, v in idf.items() if t in w) / total
+        return weight * sum(v for t, v in idf.items() if t in w) / total + (noun_weight if head and head <= w else 0.0)
 
     return [(s, score + bonus(s, w)) for (s, score), w in zip(sents, words)]
 

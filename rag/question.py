@@ -56,6 +56,13 @@ _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNOR
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b", re.IGNORECASE)
 _COUNTS = {"two": 2, "three": 3, "2": 2, "3": 3}
+_AUX = (r"(?:does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may)")
+# The noun a "what/which ..." question asks for: "On what kinds of tasks were ...?" -> "tasks", "What reinforcement
+# learning algorithm is introduced ...?" -> "algorithm", "... covers which kinds of settings?" -> "settings".
+_ASKED_NOUN = re.compile(r"\b(?:what|which)\s+((?:[\w\-]+\s+){0,3}?)(?!" + _AUX + r"\b)([a-z][\w\-]*)"
+                         r"(?=\s+" + _AUX + r"\b|\s*\?\s*$)", re.IGNORECASE)
+# Heads that ask for a paper, not for something inside one.
+_NOT_ASKED = frozenset("paper papers work works study studies article one ones method approach".split())
 # "how many <unit words> <verb/preposition/end>": e.g. "How many parameters did ..." -> "parameters".
 _STOP = (r"(?:does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may|in|of|for|on|to|"
          r"at|by|from|with|that|which|who|when|where|per|across|between|used|reported|achieved|than|it|they|their)")
@@ -81,6 +88,7 @@ class Question:
     refers_back: bool  # "it", "its", "that paper", "the second one", "compare them" ...
     described: bool  # names an earlier paper by what it is about: "the few-shot one", "the clinical paper"
     continues: bool  # opens like a continuation ("and ...", "what about ...")
+    noun: str = ""  # the noun a "what/which ..." question asks for: "which datasets does ..." -> "datasets"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -101,6 +109,13 @@ class Question:
         """What evidence sentences are scored against: the searched form, except for a pinned follow-up, whose
         searched form carries the pinned papers' titles (which every sentence of those papers would match)."""
         return self.text if self.pinned else self.searched
+
+    @property
+    def asked(self) -> str:
+        """What a sentence inside the chosen paper must answer: `scored` without the words that only name the paper
+        among earlier ones ("Which datasets does the few-shot one use?" -> "Which datasets does use?"): every
+        sentence about few-shot learning matches those, the one naming the datasets need not."""
+        return _DESCRIBED.sub(" ", self.scored) if self.described and self.pinned else self.scored
 
     def in_context(self, searched: str, pinned: tuple[str, ...] = ()) -> Question:
         """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",
@@ -131,10 +146,16 @@ def read(question: str) -> Question:
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()
     described = bool(_DESCRIBED.search(question))
+    m = _ASKED_NOUN.search(question)
+    # "Which paper proposes SOLAR?" asks for a paper, "What does SOLAR stand for?" for no noun: the phrase opens with
+    # one of _NOT_ASKED or a verb.
+    opens = (m.group(1) + m.group(2)).split()[0].lower() if m else ""
+    noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_phrase=quantity.group(1).strip() if quantity else "", authors=bool(_AUTHORS.search(question)),
                     refers_back=bool(_BACK.search(question)) or described, described=described,
-                    continues=bool(_CONTINUES.search(question)), searched=question)
+                    continues=bool(_CONTINUES.search(question)), searched=question,
+                    noun=noun)
 
 
 def pointed_at(question: str, count: int) -> list[int]:

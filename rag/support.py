@@ -33,6 +33,9 @@ _FILLER = frozenset("approach approaches method methods framework model models p
                     "called used uses use paper papers".split())
 
 
+_LEAD_MARKER = re.compile(r"^\s*(\[\d+(?:\s*[,;]\s*\d+)*\])\s*(\w.*)$", re.DOTALL)
+
+
 def markers_in(text: str) -> list[int]:
     return [int(x) for m in MARKER.finditer(text) for x in re.split(r"\s*[,;]\s*", m.group(1))]
 
@@ -41,6 +44,9 @@ def answer_sentences(text: str) -> list[str]:
     """Sentences of the answer, a marker-only fragment ("[1].") attached to the sentence before it."""
     out: list[str] = []
     for s in split_sentences(text):
+        lead = _LEAD_MARKER.match(s)
+        if lead and not MARKER.search(lead.group(2)):  # "[1] X." -> "X [1].": the marker cites what follows it
+            s = f"{lead.group(2).rstrip(' .')} {lead.group(1)}."
         if out and not MARKER.sub("", s).strip(" .;,"):
             out[-1] = f"{out[-1]} {s}"
         else:

@@ -179,3 +179,44 @@ def test_a_short_answer_does_not_keep_out_the_sentence_that_names_its_subject() 
                       "performance of open-weight models like Devstral-Small-2.", "s.txt", 0)
     out = compose.second_sentence([block(sera, scores=[0.4, 0.9])], 1, "SERA [1].")
     assert "Devstral-Small-2" in out
+
+
+def test_a_number_question_is_answered_by_a_sentence_with_a_number_however_far_ahead_another_scores() -> None:
+    rollout = make_paper("Reinforcement learning suffers from rollout efficiency bottlenecks in long tails. We propose "
+                         "active distribution shaping of the rollout distribution. Experiments demonstrate an "
+                         "acceleration over state-of-the-art systems by up to 1.77x.", "r.txt", 0)
+    q = Q.read("What speed-up does the rollout distribution shaping method for RL report?")
+    out = compose.fallback([block(rollout, scores=[2.8, 2.6, 1.6])], q)
+    assert out.startswith("Experiments demonstrate") and "1.77x" in out.split(" [1].")[0]
+
+
+def test_a_marker_the_model_puts_before_a_sentence_cites_that_sentence() -> None:
+    assert support.answer_sentences("[1] Outdoor LiDAR generation is useful. It beats LiDMs [1].") == \
+        ["Outdoor LiDAR generation is useful [1].", "It beats LiDMs [1]."]
+    assert support.answer_sentences("[2] It cites [1] inside.") == ["[2] It cites [1] inside."]
+
+
+def test_a_summary_line_whose_title_is_its_own_sentence_says_it_once() -> None:
+    kd = make_paper("Knowledge distillation (KD) transfers knowledge from a large teacher model to a smaller "
+                    "student, a process that is widely used and rarely questioned in practice today.", "k.txt", 0)
+    text, _ = compose.summary([], [block(kd)], Q.read("Which papers involve knowledge distillation?"))
+    assert kd.title.endswith("…") and text.count("transfers knowledge") == 1
+    assert text.startswith("- Knowledge distillation (KD) transfers knowledge") and text.endswith("[1].")
+
+
+def test_the_noun_asked_for_and_the_words_that_only_name_an_earlier_paper() -> None:
+    from rag.evidence import with_focus
+
+    assert Q.read("On what kinds of tasks were the results verified?").noun == "tasks"
+    assert Q.read("What reinforcement learning algorithm is introduced in Opt-Miner?").noun == "algorithm"
+    assert Q.read("Which datasets does the few-shot one use?").noun == "datasets"
+    assert Q.read("Which paper proposes SOLAR?").noun == "" and Q.read("What does SOLAR stand for?").noun == ""
+    # "the few-shot one" picks the paper among the earlier ones; inside it, it says nothing about the sentence.
+    drill = Q.read("Which datasets does the few-shot one use?").in_context("q", pinned=("a", "b"))
+    assert "few-shot" not in drill.asked and "datasets" in drill.asked
+    assert Q.read("Which datasets does the few-shot one use?").asked == "Which datasets does the few-shot one use?"
+    sents = [("Few-shot learning with noisy support sets is hard.", 0.6),
+             ("Our method is evaluated on two datasets, MiniImageNet and TieredImageNet.", 0.5)]
+    ranked = sorted(with_focus(drill.asked, sents, 0.0, noun=drill.noun, noun_weight=0.5), key=lambda x: -x[1])
+    assert ranked[0][0].startswith("Our method is evaluated")
+    assert with_focus(drill.asked, sents, 0.0, noun=drill.noun, noun_weight=0.0) == sents
