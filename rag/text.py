@@ -97,14 +97,17 @@ def clean_lines(text: str) -> str:
     exactly clean(text).
     """
     out: list[str] = []
+    current: list[str] = []  # lines of the sentence being joined (linear even for thousands of wrapped lines)
     for line in text.splitlines():
         line = clean(line)
         if not line:
             continue
-        if out and not ends_sentence(out[-1]):
-            out[-1] = f"{out[-1]} {line}"
-        else:
-            out.append(line)
+        current.append(line)
+        if ends_sentence(line):
+            out.append(" ".join(current))
+            current = []
+    if current:
+        out.append(" ".join(current))
     return "\n".join(out)
 
 

@@ -170,7 +170,7 @@ ADDRESSED_NOTE = "addressed to an assistant: shown as data, never used as eviden
 
 def highlight(abstract: str, supporting: Sequence[str]) -> str:
     """The abstract, escaped, with the supporting sentences in <mark> and the sentences addressed to an assistant
-    (planted orders, rag.evidence.addressed) marked as such: the card shows them, the answer never uses them."""
+    (planted orders, rag.orders.addressed) marked as such: the card shows them, the answer never uses them."""
     supported = _spans(abstract, supporting)
     flagged = [(a, b) for a, b in _spans(abstract, [x for x in split_sentences(abstract) if addressed(x)])
                if not any(a < d and c < b for c, d in supported)]
