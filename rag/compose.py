@@ -152,8 +152,16 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
         len(_WORD.findall(text)) >= knobs.complete_answer_words
     more = "" if done else second_sentence(blocks, n, text, knobs)
     if intent.which:
-        return f"{_cite(title_of(blocks, n), n)} {text}"
+        title = title_of(blocks, n)
+        # A title derived from this very sentence names the paper already: the sentence alone, not it twice.
+        return text if _opens_with(text, title) else f"{_cite(title, n)} {text}"
     return f"{text} {more}".strip()
+
+
+def _opens_with(text: str, title: str) -> bool:
+    """Does the text open with the title (a derived title: the sentence's start, cut with an ellipsis)?"""
+    head = title.rstrip("…").strip().lower()
+    return bool(head) and text.lower().startswith(head)
 
 
 def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,
@@ -178,7 +186,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         cited = [n for c in (c for _, c in kept) for n in c.cites]
         if cited:
             title = title_of(blocks, cited[0])
-            head = title.split(":")[0].strip()
+            head = title.split(":")[0].rstrip("…").strip()
             if head.lower() not in text.lower():
                 text = f"{_cite(title, cited[0])} {text}"
     return text, "generated", [c for _, c in kept]
@@ -195,7 +203,7 @@ def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Questio
         ranked = sorted(zip(b.sentence_scores, b.sentences), key=lambda x: -x[0])
         what = clause(sanitize_source(ranked[0][1]), intent, knobs=knobs) if ranked else ""
         title = title_of(blocks, b.n)
-        if what and what.lower().startswith(title.rstrip("…").rstrip().lower()):
+        if what and _opens_with(what, title):
             # A title derived from this very sentence: the sentence alone, not the title and then it again.
             lines.append(f"- {what.rstrip(' .')} [{b.n}].")
             continue

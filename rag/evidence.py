@@ -125,6 +125,12 @@ def _stem(word: str) -> str:
     return word[:5] if len(word) >= 5 else word
 
 
+# Nouns abstracts use for one another when a question asks for one (stems, see _stem): "which datasets ...?" is
+# answered by "... on MiniImageNet and TieredImageNet benchmarks".
+_KIN = {"datas": frozenset({"bench", "corpu", "corpo"}), "bench": frozenset({"datas", "corpu", "corpo"}),
+        "corpu": frozenset({"datas", "bench"}), "corpo": frozenset({"datas", "bench"})}
+
+
 def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
                penalise_orders: bool = True, noun: str = "", noun_weight: float = 0.0) -> list[tuple[str, float]]:
     """Sentence scores plus `weight` times the share of the question's words each sentence holds, every word
@@ -139,6 +145,7 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
         return sents
     asked = {_stem(t) for t in tokens(question)}
     head = {_stem(t) for t in tokens(noun)}
+    kin = _KIN.get(_stem(noun), frozenset()) if len(head) == 1 else frozenset()
     words = [{_stem(t) for t in tokens(s)} for s, _ in sents]
     n = len(sents)
     idf = {t: math.log(1 + n / df) for t in asked if (df := sum(t in w for w in words))}
@@ -147,7 +154,8 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
     def bonus(s: str, w: set[str]) -> float:
         if penalise_orders and addressed(s):
             return 0.0
-        return weight * sum(v for t, v in idf.items() if t in w) / total + (noun_weight if head and head <= w else 0.0)
+        noun_bonus = noun_weight if head and (head <= w or kin & w) else 0.0
+        return weight * sum(v for t, v in idf.items() if t in w) / total + noun_bonus
 
     return [(s, score + bonus(s, w)) for (s, score), w in zip(sents, words)]
 

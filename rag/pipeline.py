@@ -359,7 +359,8 @@ class Assistant:
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
-        sentences, checks = support.check(text, q.text, blocks, self.embedder, papers, self.settings.answer)
+        sentences, checks = support.check(text, q.text, blocks, self.embedder, papers, self.settings.answer,
+                                          instructions=self.prompts.system)
         if q.summary:
             text, wrote = compose.summary(checks, blocks, q, self.settings.answer)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped

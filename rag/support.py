@@ -111,10 +111,16 @@ def stated_in(sentence: str, paper_sentences: list[str], policy: Answering, ters
     return False
 
 
+def _shingles(text: str, n: int = 6) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
 def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
           paper_sentences: dict[str, tuple[list[str], np.ndarray]],
-          policy: Answering = Answering()) -> tuple[list[str], list[SentenceCheck]]:
-    """Each answer sentence (citations re-pointed where another source supports it) and its check."""
+          policy: Answering = Answering(), instructions: str = "") -> tuple[list[str], list[SentenceCheck]]:
+    """Each answer sentence (citations re-pointed where another source supports it) and its check. A sentence that
+    repeats six words in a row of `instructions` (the system prompt) is the model reciting its rules, not an answer."""
     by_n = {b.n: b for b in blocks}
     sentences = answer_sentences(text)
     plain = [MARKER.sub("", s).strip() for s in sentences]
@@ -123,6 +129,7 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
     vecs = embedder.embed(plain)
     out: list[str] = []
     checks: list[SentenceCheck] = []
+    rules = _shingles(instructions)
     for s, p, v in zip(sentences, plain, vecs):
         cited = [n for n in markers_in(s) if n in by_n]
         if CANNOT_ANSWER.lower().rstrip(".") in p.lower():
@@ -152,6 +159,8 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
         note = ""
         if ok and addressed(p):  # copied from a planted order: never an answer, whatever the source says
             ok, note = [], "an instruction, not a finding"
+        elif ok and rules & _shingles(p):
+            ok, note = [], "repeats the instructions"
         elif not ok:
             note = "not stated by the cited source" if support else "a number or words the sources do not give"
         elif restates(p, question):

@@ -220,3 +220,27 @@ def test_the_noun_asked_for_and_the_words_that_only_name_an_earlier_paper() -> N
     ranked = sorted(with_focus(drill.asked, sents, 0.0, noun=drill.noun, noun_weight=0.5), key=lambda x: -x[1])
     assert ranked[0][0].startswith("Our method is evaluated")
     assert with_focus(drill.asked, sents, 0.0, noun=drill.noun, noun_weight=0.0) == sents
+    # Abstracts call datasets benchmarks.
+    kin = [sents[0], ("Errors drop on MiniImageNet, TieredImageNet and other noisy benchmarks.", 0.5)]
+    assert max(with_focus(drill.asked, kin, 0.0, noun="datasets", noun_weight=0.5), key=lambda x: x[1]) == \
+        (kin[1][0], 1.0)
+
+
+def test_a_which_paper_answer_whose_derived_title_is_its_sentence_names_it_once() -> None:
+    kd = make_paper("Knowledge distillation (KD) transfers knowledge from a large teacher model to a smaller "
+                    "student, a process that is widely used and rarely questioned in practice today.", "k.txt", 0)
+    out = compose.fallback([block(kd)], Q.read("Which paper studies knowledge distillation?"))
+    assert kd.title.endswith("…") and out.count("transfers knowledge") == 1 and out.endswith("[1].")
+
+
+def test_a_sentence_reciting_the_system_prompt_is_not_an_answer() -> None:
+    rules = "Copy numbers, names and units exactly as the sources write them."
+    blocks = [block(PRIV)]
+    emb = HashEmbedder()
+    papers = SentenceScorer(emb).sentences([b.hit for b in blocks])
+    text = ("Exactly as the sources write them, PrivGate, a privacy gate for LLM agents, achieves a 62.6% reduction in "
+            "privacy leakage [1].")
+    _, checks = support.check(text, "How much does PrivGate cut leakage?", blocks, emb, papers, instructions=rules)
+    assert not checks[0].supported and checks[0].note == "repeats the instructions"
+    _, plain = support.check(text, "How much does PrivGate cut leakage?", blocks, emb, papers)
+    assert plain[0].supported  # the same sentence without the rules to compare against: supported by [1]
