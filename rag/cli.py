@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -168,10 +169,17 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _print_answer(ans: Answer, streamed: str) -> None:
-    if ans.text != streamed.strip():
-        label = {"extractive": "answered from the evidence sentence", "abstained": "no answer"}.get(ans.mode, "checked")
-        print(f"\n[{label}] {ans.text}")
+def _erase(draft: str) -> None:
+    """Clear the draft printed on the terminal since the cursor was at the start of a line."""
+    cols = max(1, shutil.get_terminal_size().columns)
+    rows = sum(max(1, -(-len(line) // cols)) for line in draft.split("\n"))
+    sys.stdout.write("\r" + "\x1b[1A" * (rows - 1) + "\x1b[J")
+
+
+def _print_answer(ans: Answer) -> None:
+    print(ans.text)
+    if ans.mode == "extractive":
+        print("(taken from the evidence: the model's own sentences were not stated by the sources)")
     print()
     for notice in ans.notices:
         print(f"note: {notice}")
@@ -213,13 +221,18 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             continue
         if args.questions_file:
             print(f"\nQ: {q}")
-        streamed = ""
+        # The model's raw output is a draft: on a terminal it shows, dimmed, while it is written, and is replaced
+        # by the checked answer; piped, only the checked answer is printed.
+        live, draft = sys.stdout.isatty(), ""
         for event in assistant.stream(q, filters=filters):
             if isinstance(event, str):
-                streamed += event
-                print(event, end="", flush=True)
+                if live:
+                    draft += event
+                    print(f"\x1b[2m{event}\x1b[0m", end="", flush=True)
             else:
-                _print_answer(event, streamed)
+                if draft:
+                    _erase(draft)
+                _print_answer(event)
     return 0
 
 

@@ -122,3 +122,14 @@ def test_assistant_is_reusable_across_questions(real_assistant: Assistant) -> No
                            history=[{"role": "user", "content": "What does SOLAR stand for?"},
                                     {"role": "assistant", "content": a.text}])
     assert "SOLAR" in b.searched and b.searched != b.question
+
+
+def test_cli_ask_prints_the_checked_answer_first_and_never_the_draft(seeded) -> None:  # type: ignore[no-untyped-def]
+    # A summary: the model's raw output (the draft) is replaced by one line per paper, so the two always differ.
+    question = "Summarize the work on reinforcement learning for LLM agents"
+    data = seeded.paths.data_dir
+    checked = json.loads(_cli("ask", "--json", question, data=data).stdout)["answer"]
+    plain = _cli("ask", question, data=data)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.startswith(checked + "\n")  # piped: no draft before it, no escape codes
+    assert "\x1b" not in plain.stdout and "[1]" in plain.stdout
