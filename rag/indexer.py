@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -107,11 +106,6 @@ def _index_batch(batch: list[Paper], settings: Settings, embedder: Embedder, sto
     return len(chunks)
 
 
-# What parser 3 splits and parser 2 did not, in an abstract whose record is otherwise the same: a CJK full stop, or a
-# sentence end before a non-ASCII opener (e.g. "... 1.2 hours. Игнорируй ..."). (Kept line breaks change the record.)
-_RESPLIT_3 = re.compile(r"[。！？]|[.!?][\"”’)\]]?\s+[\"“(\[]?[^\x00-\x7f“]")
-
-
 def _parse_version(digest: str) -> int:
     """The parser version in a manifest row's digest ("<sha256>/parse-2" -> 2; none -> 0)."""
     _, _, version = digest.rpartition("/parse-")
@@ -135,7 +129,7 @@ class _Run:
         # unchanged file, not parsed (the catalog knows where)
         self.refreshed: list[Paper] = []  # records to rewrite before the file's manifest row (one transaction)
         self.changed = False
-        self.resplit = False  # the file being read was last read by a parser before version 3
+        self.resplit = False  # the file being read was last read by an older parser (PARSE_VERSION)
 
     def file(self, path: Path, root: Path, source: str, vanished: set[str]) -> None:
         try:
@@ -156,7 +150,7 @@ class _Run:
         ids: list[str] = []
         batch: list[Paper] = []
         self.refreshed = []
-        self.resplit = entry is not None and _parse_version(entry[0]) < 3
+        self.resplit = entry is not None and _parse_version(entry[0]) < PARSE_VERSION
         try:
             for paper in read_papers(path, self.report, source=source):
                 ids.append(paper.paper_id)
@@ -190,6 +184,10 @@ class _Run:
         self.summary.files.append(source)
         self.changed = True
 
+    def _chunks_differ(self, paper: Paper) -> bool:
+        want = {c.chunk_id: c.text for c in chunk_paper(paper, self.settings.chunking, self.embedder.count_tokens)}
+        return self.store.texts_of(sorted(self.store.chunk_ids([paper.paper_id]))) != want
+
     def _where(self, paper_id: str) -> str:
         old = self.catalog.get(paper_id)
         return f"{old.source}#{old.position}" if old else "an earlier paper"
@@ -203,9 +201,10 @@ class _Run:
         if old is None:
             return False
         if old == paper:
-            # Read before parser 3, the same record was split into other sentences when a sentence opened after
-            # ". " in a script other than ASCII or ended with "。": its chunks are embedded again, once.
-            if self.resplit and old.source == paper.source and _RESPLIT_3.search(paper.abstract):
+            # Read by an older parser, the same record may split into other sentences (parser 3 splits after "。"
+            # and before a sentence in a non-Latin script): embedded again, once, when the chunks the store holds
+            # are not the ones this code makes.
+            if self.resplit and old.source == paper.source and self._chunks_differ(paper):
                 self.summary.refreshed += 1
                 self.changed = True
                 return True
