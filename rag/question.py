@@ -56,7 +56,8 @@ _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNOR
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b", re.IGNORECASE)
 _COUNTS = {"two": 2, "three": 3, "2": 2, "3": 3}
-_AUX = (r"(?:does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may)")
+_AUX_WORDS = "does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may"
+_AUX = f"(?:{_AUX_WORDS})"
 # The noun a "what/which ..." question asks for: "On what kinds of tasks were ...?" -> "tasks", "What reinforcement
 # learning algorithm is introduced ...?" -> "algorithm", "... covers which kinds of settings?" -> "settings".
 _ASKED_NOUN = re.compile(r"\b(?:what|which)\s+((?:[\w\-]+\s+){0,3}?)(?!" + _AUX + r"\b)([a-z][\w\-]*)"
@@ -64,8 +65,8 @@ _ASKED_NOUN = re.compile(r"\b(?:what|which)\s+((?:[\w\-]+\s+){0,3}?)(?!" + _AUX 
 # Heads that ask for a paper, not for something inside one.
 _NOT_ASKED = frozenset("paper papers work works study studies article one ones method approach".split())
 # "how many <unit words> <verb/preposition/end>": e.g. "How many parameters did ..." -> "parameters".
-_STOP = (r"(?:does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may|in|of|for|on|to|"
-         r"at|by|from|with|that|which|who|when|where|per|across|between|used|reported|achieved|than|it|they|their)")
+_STOP = (f"(?:{_AUX_WORDS}|in|of|for|on|to|at|by|from|with|that|which|who|when|where|per|across|between|used|"
+         r"reported|achieved|than|it|they|their)")
 _QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?:\s+|(?=[?.,;:]|$))){1,4}?)"
                        r"(?=" + _STOP + r"\b|[?.,;:]|$)", re.IGNORECASE)
 # Words that say "more/less of something" rather than naming the unit.
