@@ -45,6 +45,7 @@ class Conversation:
     kind: str
     split: str
     turns: tuple[Turn, ...]
+    subset: str = ""  # a group written for one purpose ("user2": written blind after tuning), scored on its own too
 
 
 class Asker(Protocol):
@@ -60,7 +61,7 @@ def load(path: Path = CONVERSATIONS, split: str | None = None, ids: Sequence[str
             d = json.loads(line)
             turns = tuple(Turn(t["question"], tuple(t["gold"]), tuple(tuple(f) for f in t["facts"]),
                                t.get("refers_to", "")) for t in d["turns"])
-            out.append(Conversation(d["id"], d["kind"], d.get("split", ""), turns))
+            out.append(Conversation(d["id"], d["kind"], d.get("split", ""), turns, d.get("subset", "")))
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not a conversation record ({e})") from None
     if split:
@@ -126,7 +127,9 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         }
 
     kinds = sorted({r["kind"] for r in records})
-    return {"overall": block(records), "by_kind": {k: block([r for r in records if r["kind"] == k]) for k in kinds}}
+    subsets = sorted({r["subset"] for r in records if r.get("subset")})
+    return {"overall": block(records), "by_kind": {k: block([r for r in records if r["kind"] == k]) for k in kinds},
+            "by_subset": {s: block([r for r in records if r.get("subset") == s]) for s in subsets}}
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -134,7 +137,9 @@ def table(summary: dict[str, Any]) -> str:
 
     keys = ["n", "last_fact_accuracy", "last_first_sentence_accuracy", "right_paper", "switch_ok", "listing_recall",
             "listing_precision", "abstained", "words_median"]
-    rows = [[k, *[b[x] for x in keys]] for k, b in [*summary["by_kind"].items(), ("all", summary["overall"])]]
+    groups = [*summary["by_kind"].items(), *((f"subset {s}", b) for s, b in summary.get("by_subset", {}).items()),
+              ("all", summary["overall"])]
+    rows = [[k, *[b[x] for x in keys]] for k, b in groups]
     return md(["kind", "n", "last fact", "last 1st sent.", "right paper", "switch ok", "list R", "list P",
                "abstained", "words p50"], rows)
 
@@ -170,7 +175,7 @@ def main(argv: list[str]) -> int:
     records = []
     for conv in convs:
         turns = play(assistant, conv)
-        records.append({"id": conv.id, "kind": conv.kind, "split": conv.split, "turns": turns})
+        records.append({"id": conv.id, "kind": conv.kind, "split": conv.split, "subset": conv.subset, "turns": turns})
         print(f"{conv.id} {conv.kind}: last fact {turns[-1]['fact_hit']} right {turns[-1]['right_paper']}",
               file=sys.stderr)
     summary = {"meta": stamp(settings, assistant.prompts.version, args.file,

@@ -98,3 +98,17 @@ def test_every_fact_is_written_as_its_gold_abstract_writes_it() -> None:
             assert len(gold) == 1, label
             missing = [v for fact in facts for v in fact if _readable(v) not in abstracts[gold[0]]]
             assert not missing, f"{label}: {missing} not in the abstract of {gold[0]}"
+
+
+def test_conversations_written_for_one_purpose_are_scored_on_their_own_line() -> None:
+    from eval.conversations import load, summarise, table
+
+    user2 = [c for c in load() if c.subset == "user2"]
+    assert len(user2) >= 20 and all(c.id.startswith("v") for c in user2)
+    turn = {"fact_hit": True, "first_sentence_hit": False, "right_paper": True, "citation_recall": None,
+            "citation_precision": 1.0, "abstained": False, "words": 10, "gold": ["p"]}
+    records = [{"id": "a", "kind": "pronoun", "subset": "user2", "turns": [turn]},
+               {"id": "b", "kind": "pronoun", "subset": "", "turns": [{**turn, "fact_hit": False}]}]
+    summary = summarise(records)
+    assert summary["by_subset"]["user2"]["last_fact_accuracy"] == 1.0 and set(summary["by_subset"]) == {"user2"}
+    assert summary["overall"]["last_fact_accuracy"] == 0.5 and "subset user2" in table(summary)
