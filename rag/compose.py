@@ -122,6 +122,15 @@ def title_of(blocks: list[Evidence], n: int) -> str:
     return sanitize_source(next(b.hit.paper.title for b in blocks if b.n == n)).rstrip(" .")
 
 
+def names_paper(blocks: list[Evidence], n: int, knobs: Answering) -> bool:
+    """Does paper n's title name it, so a which-paper answer opens with it? A title made from the abstract's opening
+    sentence ("Large Language Model (LLM) agents have shown signi…") does not, unless `lead_with_opening_title`."""
+    if knobs.lead_with_opening_title:
+        return True
+    paper = next(b.hit.paper for b in blocks if b.n == n)
+    return not paper.abstract.startswith(paper.title.rstrip("…").strip())
+
+
 def second_sentence(blocks: list[Evidence], n: int, shown: str, knobs: Answering = Answering()) -> str:
     """The next best evidence sentence of paper n that states something the answer does not (a number or name it
     lacks, or most of its words), cited; "" when there is none. The answer's own first sentence may miss the
@@ -151,7 +160,7 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
     done = (intent.wants in ("number", "expansion") and answers_asked(intent, text)) or \
         len(_WORD.findall(text)) >= knobs.complete_answer_words
     more = "" if done else second_sentence(blocks, n, text, knobs)
-    if intent.which:
+    if intent.which and names_paper(blocks, n, knobs):
         title = title_of(blocks, n)
         # A title derived from this very sentence names the paper already: the sentence alone, not it twice.
         return text if _opens_with(text, title) else f"{_cite(title, n)} {text}"
@@ -164,16 +173,76 @@ def _opens_with(text: str, title: str) -> bool:
     return bool(head) and text.lower().startswith(head)
 
 
+def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> float:
+    """The score of the evidence sentence the answer sentence restates (its cited papers' sentence holding most of
+    its words, at least half of them); -inf when none does."""
+    words = set(tokens(MARKER.sub(" ", sentence)))
+    best = float("-inf")
+    if not words:
+        return best
+    for b in blocks:
+        if b.n not in cites:
+            continue
+        for s, score in zip(b.sentences, b.sentence_scores):
+            if len(words & set(tokens(s))) / len(words) >= 0.5:
+                best = max(best, score)
+    return best
+
+
+def restates_opening(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
+    """Is the sentence the opening sentence of a cited abstract said again (the paper sentence holding most of its
+    words, at least half, is the first)? An abstract opens with its field's background ("Outdoor LiDAR generation has
+    shown strong potential ..."), which rarely answers a question about the paper."""
+    words = set(tokens(MARKER.sub(" ", sentence)))
+    if not words:
+        return False
+    for b in blocks:
+        paper = split_sentences(b.hit.paper.abstract)
+        if b.n not in cites or len(paper) < 2:
+            continue
+        shares = [len(words & set(tokens(x))) / len(words) for x in paper]
+        if shares[0] >= 0.5 and shares[0] == max(shares):
+            return True
+    return False
+
+
+def counts_the_unit(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], intent: Question) -> bool:
+    """For "how many <unit> ...?", is one of the sentence's numbers a count of that unit: the unit is named in the
+    sentence, or in the cited paper's sentence that holds the number? "26x [1]." answers "how many trajectories?" no
+    more than "26x cheaper" counts trajectories; "200,000 [1]." does when the paper says "200,000 trajectories"."""
+    if intent.wants != "number" or not intent.unit:
+        return True
+    units = {w[:5] for w in intent.unit}
+    nums = set(numbers_in(sentence))
+    if not nums:
+        return False
+    if units & {w[:5] for w in tokens(MARKER.sub(" ", sentence))}:
+        return True
+    for b in blocks:
+        if b.n in cites:
+            for x in split_sentences(b.hit.paper.abstract):
+                if nums & set(numbers_in(x)) and units & {w[:5] for w in tokens(x)}:
+                    return True
+    return False
+
+
 def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,
             raw: str, knobs: Answering = Answering()) -> tuple[str, str, list[SentenceCheck]]:
     """(text, mode, the checks of the sentences shown) for a single-answer question."""
     kept = [(s, c) for s, c in zip(sentences, checks) if c.supported]
     # The first sentence is the model's only when one sentence of the paper states it: a supported paraphrase
     # can still drift ("on a sphere" for "on the unit sphere"); then the evidence sentence answers first.
-    holding = [i for i, (s, c) in enumerate(kept) if answers_asked(intent, s) and c.stated]
+    holding = [i for i, (s, c) in enumerate(kept) if answers_asked(intent, s) and c.stated
+               and not (knobs.opening_sentence_penalty and intent.wants != "expansion"
+                        and restates_opening(s, c.cites, blocks))
+               and (not knobs.number_needs_unit or counts_the_unit(s, c.cites, blocks, intent))]
     if not holding:
         return fallback(blocks, intent, raw, knobs), "extractive", []
-    first = holding[0]
+    # Of the model's sentences holding what was asked, the one restating the evidence sentence that ranks highest
+    # for the question answers first (the model often copies the paper's framing sentence before the answer);
+    # a sentence restating none keeps the model's order.
+    first = max(holding, key=lambda i: (_source_score(kept[i][0], kept[i][1].cites, blocks), -i)) \
+        if knobs.reorder_by_evidence else holding[0]
     kept = [kept[first]] + kept[:first] + kept[first + 1:]
     kept = kept[:knobs.answer_sentences]
     text = " ".join(s.strip() for s, _ in kept)
@@ -184,7 +253,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
             text = f"{text} {second_sentence(blocks, kept[0][1].cites[0], text, knobs)}".strip()
     if intent.which:
         cited = [n for c in (c for _, c in kept) for n in c.cites]
-        if cited:
+        if cited and names_paper(blocks, cited[0], knobs):
             title = title_of(blocks, cited[0])
             head = title.split(":")[0].rstrip("…").strip()
             if head.lower() not in text.lower():

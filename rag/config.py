@@ -196,10 +196,26 @@ class Answering(Group):
     evidence_cover_weight: float = Field(0.4, description="weight of a paper's share of the question's "
                                                                 "idf-weighted words (anywhere in it) beside its best "
                                                                 "sentence's score when choosing the evidence paper")
+    evidence_retrieval_weight: float = Field(4.0, description="weight of a paper's retrieval score (fused dense and "
+                                                              "BM25, over all its chunks) beside its best sentence "
+                                                              "when choosing the evidence paper")
     evidence_focus_weight: float = Field(4.0, description="inside the evidence paper, weight of a sentence's "
                                                                 "share of the question's words, each weighted by how "
                                                                 "few of the paper's sentences use it (the thing asked "
                                                                 "for, not the paper's subject)")
+    evidence_ask_weight: float = Field(1.0, description="inside the evidence paper, weight of a sentence's cosine to "
+                                                        "the question without the clause that only describes the "
+                                                        "paper (\"In the work on X, what ...?\" -> \"what ...?\")")
+    opening_sentence_penalty: float = Field(2.0, description="inside the evidence paper, subtracted from the score of "
+                                                             "the abstract's first sentence (its field's background), "
+                                                             "and a model sentence restating it does not answer first")
+    lead_with_opening_title: bool = Field(False, description="a which-paper answer opens with the paper's title even "
+                                                            "when the title is only the start of the abstract's "
+                                                            "opening sentence (no title in the source)")
+    number_needs_unit: bool = Field(True, description="a model sentence answers \"how many <unit> ...?\" only when "
+                                                       "the paper counts that unit with its number")
+    reorder_by_evidence: bool = Field(True, description="the model's sentence restating the best-ranked evidence "
+                                                          "sentence answers first, not the one it wrote first")
     asked_noun_boost: float = Field(1.0, description="inside the evidence paper, added to a sentence holding the "
                                                      "noun a \"what/which ...\" question asks for (\"which datasets "
                                                      "...?\" -> a sentence with \"datasets\")")

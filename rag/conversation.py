@@ -8,7 +8,9 @@ finds its paper). The question's back-reference then picks among them: "it" the 
 second, "the first two" two, "they" / "compare them" all (`question.pointed_at`).
 
 A question without a back-reference is searched as it is, even after a long conversation: "and which papers use
-diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question.
+diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question; so is one that asks
+for a paper of its own ("Something else: is there a paper on X, and what is its dataset?"), whose "its" is that
+paper.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question)
     """
-    if not history or not intent.refers_back or len(question.split()) > 30:
+    if not history or not intent.refers_back or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
     cited = previous_citations(history, locate)
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was

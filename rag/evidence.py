@@ -69,6 +69,11 @@ class SentenceScorer:
             self._cache.popitem(last=False)
         return out
 
+    def similarity(self, text: str, hits: list[Hit]) -> dict[str, np.ndarray]:
+        """paper id -> the cosine of each of its sentences (abstract order) to `text`."""
+        vec = self.embedder.embed([text])[0]
+        return {pid: vecs @ vec if len(sents) else np.zeros(0) for pid, (sents, vecs) in self.sentences(hits).items()}
+
     def score(self, question: Q.Question, qvec: np.ndarray, hits: list[Hit]) -> dict[str, list[tuple[str, float]]]:
         """paper id -> [(sentence, score)] in abstract order, scored against `question.scored`."""
         qtok = set(tokens(question.scored))
@@ -94,8 +99,11 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     A paper's relevance is its best sentence's score plus `cover_weight` times the share of the question's
     idf-weighted words found anywhere in it: a paper that is about the whole question ("coding agents for a
     private repository ... cheaper than reinforcement learning") beats one whose single sentence shares two of its
-    words. Papers within `margin` of the best paper's relevance are kept, best first. Inside a kept paper the
-    sentences are then ranked with `with_focus`.
+    words; and `knobs.evidence_retrieval_weight` times its retrieval score, which weighs all its chunks and names
+    (one sentence echoing a description should not outvote the paper the whole question retrieved). Papers within
+    `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
+    with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of
+    the question that asks (`Question.ask`), when a clause of it only describes the paper.
     """
     if not hits or max_papers < 1:
         return []
@@ -107,13 +115,22 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         sents = scored.get(h.paper.paper_id, [])
         best = max((s for _, s in sents), default=0.0)
         cover = topic_cover([weights], h.paper.raw + " " + h.paper.title) if weights else 0.0
-        ranked.append((best + cover_weight * cover, i, h, sents))
+        retrieval = scorer.knobs.evidence_retrieval_weight * h.score
+        ranked.append((best + cover_weight * cover + retrieval, i, h, sents))
     top = max(r[0] for r in ranked)
     kept = sorted((r for r in ranked if r[0] >= top - margin), key=lambda r: (-r[0], r[1]))[:max_papers]
+    ask_weight = scorer.knobs.evidence_ask_weight
+    to_ask = scorer.similarity(question.ask, [k[2] for k in kept]) if question.ask and ask_weight else {}
     blocks: list[Evidence] = []
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
+        if hit.paper.paper_id in to_ask:
+            sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         sents = with_focus(question.asked, sents, focus_weight, scorer.knobs.addressed_penalty > 0,
                            noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost)
+        if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion":
+            # An abstract's first sentence is its field's background, seldom what a question about the paper asks
+            # (but where an acronym is usually spelt out).
+            sents = [(sents[0][0], sents[0][1] - scorer.knobs.opening_sentence_penalty)] + sents[1:]
         order = sorted(_evidence(sents, scorer.knobs), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
@@ -175,7 +192,9 @@ def topic_alternatives(question: str) -> list[list[str]]:
     [["diffusion", "models"], ["lidar"]]; a paper on any one alternative is on the topic."""
     topic = _FRAME.sub("", question).rstrip(" ?.")
     parts = re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic)
-    out = [[w for w in dict.fromkeys(tokens(p)) if w not in _GENERIC] for p in parts]
+    # A hyphenated word counts through its parts ("llm-based" -> "llm", "based"), not as a rarer word of its own
+    # that papers saying "LLM agents" lack.
+    out = [[w for w in dict.fromkeys(tokens(p)) if w not in _GENERIC and "-" not in w] for p in parts]
     return [ws for ws in out if ws]
 
 

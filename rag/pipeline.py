@@ -359,8 +359,10 @@ class Assistant:
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
-        sentences, checks = support.check(text, q.text, blocks, self.embedder, papers, self.settings.answer,
-                                          instructions=self.prompts.system)
+        # "And which model does it match?" about SERA: "SERA [1]." names the paper discussed, not what was asked.
+        subject = " ".join(support.short_name(b.hit.paper.title) for b in blocks if b.hit.paper.paper_id in q.pinned)
+        sentences, checks = support.check(text, f"{q.text} {subject}".rstrip(), blocks, self.embedder, papers,
+                                          self.settings.answer, instructions=self.prompts.system)
         if q.summary:
             text, wrote = compose.summary(checks, blocks, q, self.settings.answer)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped

@@ -9,7 +9,8 @@ of matching the question's text again each on their own.
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), or "" when nothing narrower is asked;
   `asks` holds every one of those the question matches, `wants` the first;
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
-- refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one").
+- refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one");
+  new_subject: it asks for a paper of its own ("is there a paper that ...?"), so its "its" is that paper.
 
 The pipeline then completes the record once, in order, with what needs the conversation or the corpus:
 `in_context` adds the standalone form searched and the earlier papers pinned (rag/conversation.py), `in_corpus` the
@@ -47,6 +48,13 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
                    r"the (first|last) (two|three)|the (paper|method|approach|framework|model)|"
                    r"compare them|each of them|one of them)\b", re.IGNORECASE)
+# A question that asks for a paper of its own, or says it changes the subject: its "it" / "its" is that new paper
+# ("Something else: is there a paper that recommends meals, and what is its dataset called?"); see _new_subject.
+_NEW_SUBJECT = re.compile(r"^\s*(?:something else|another (?:question|topic)|(?:a )?new (?:question|topic)|"
+                          r"(?:a )?different (?:question|topic)|changing (?:the )?(?:subject|topic))\b|"
+                          r"\b(?:is there|are there) (?:a|any|an) (?:paper|work|study|article)s?\b|"
+                          r"^\s*(?:which|what) (?:paper|work|study|article)\b(?!\s+(?:is|was) (?:it|that)\b)",
+                          re.IGNORECASE)
 _CONTINUES = re.compile(r"^\s*(and|also|what about|how about|so|then)\b", re.IGNORECASE)
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4}
 _ORDINAL = re.compile(r"\b(?:the )?(first|second|third|fourth|fifth|last)(?: (one|paper|work|method|approach))?\b",
@@ -72,6 +80,14 @@ _QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?
 # Words that say "more/less of something" rather than naming the unit.
 _NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower extra additional overall total "
                       "absolute relative average better worse quick small large fast slow big little".split())
+# The clause that only describes which paper is meant, before or after what is asked: "In the work on RL that ...,
+# what estimator is proposed?", "According to the X paper, ...", "What does GHM stand for in the offline RL paper?".
+_WH = r"(?:what|which|how|who|where|when|why|does|do|did|is|are|was|were|can|could|has|have)"
+_LEAD = re.compile(r"^\s*(?:in|for|according to|within|from)\s+(?:the|a|an|this|that|its|their)\s+[^?]*?,\s*"
+                   r"(?=(?:and\s+)?(?:[\w\-]+\s+){0,3}?" + _WH + r"\b)", re.IGNORECASE)
+_TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:paper|work|study|method|framework|"
+                   r"approach|model|generator|algorithm)\b((?:\s+(?:on|about|that|which|where|for)\b[^?]*)?)"
+                   r"(?=\s*\?\s*$)", re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
                       r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
                       re.IGNORECASE)
@@ -89,7 +105,9 @@ class Question:
     refers_back: bool  # "it", "its", "that paper", "the second one", "compare them" ...
     described: bool  # names an earlier paper by what it is about: "the few-shot one", "the clinical paper"
     continues: bool  # opens like a continuation ("and ...", "what about ...")
+    new_subject: bool = False  # asks for a paper of its own ("is there a paper that ...?") or says it changes subject
     noun: str = ""  # the noun a "what/which ..." question asks for: "which datasets does ..." -> "datasets"
+    ask: str = ""  # what is asked, without the clause describing the paper (`ask_part`); "" when that is all of it
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -115,8 +133,11 @@ class Question:
     def asked(self) -> str:
         """What a sentence inside the chosen paper must answer: `scored` without the words that only name the paper
         among earlier ones ("Which datasets does the few-shot one use?" -> "Which datasets does use?"): every
-        sentence about few-shot learning matches those, the one naming the datasets need not."""
-        return _DESCRIBED.sub(" ", self.scored) if self.described and self.pinned else self.scored
+        sentence about few-shot learning matches those, the one naming the datasets need not); likewise `ask`, the
+        question without the clause that describes its paper."""
+        if self.described and self.pinned:
+            return _DESCRIBED.sub(" ", self.scored)
+        return self.ask or self.scored
 
     def in_context(self, searched: str, pinned: tuple[str, ...] = ()) -> Question:
         """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",
@@ -131,6 +152,39 @@ class Question:
         """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
         chunk, yet a word only one paper uses is evidence enough that it asks about that paper."""
         return tuple(t for t in self.rare if t in paper_words)
+
+
+def ask_part(question: str) -> str:
+    """The question without the words that only say which paper it is about: inside that paper, the sentence that
+    answers shares the asked words, while its framing sentence ("We propose a ... for ...") shares the description.
+
+    e.g. "In the work on RL robust to model mismatch, what estimator is proposed?" -> "what estimator is proposed?";
+    "A study found X. What does it say Y comes from?" -> "What does it say Y comes from?"; "What does GHM stand for
+    in the offline model-based RL paper?" -> "What does GHM stand for?". A description of one word ("the full name
+    of the RHI algorithm") names what is asked about and stays.
+    """
+    parts = re.split(r"(?<=[.!])\s+(?=[A-Z])", question.strip())
+    ask = parts[-1] if len(parts) > 1 and parts[-1].rstrip().endswith("?") else question.strip()
+    ask = _LEAD.sub("", ask)
+    tail = _TAIL.search(ask)
+    if tail and len((tail.group(1) + tail.group(2)).split()) >= 2:
+        ask = ask[:tail.start()] + ask[tail.end():]
+    ask = ask.strip()
+    return ask if ask != question.strip() and len(tokens(ask)) >= 2 else ""
+
+
+def _new_subject(question: str) -> bool:
+    """Does the question, before its first back-reference, ask for a paper of its own described in at least two
+    words, or say it changes the subject? "Is there a paper that recommends sustainable meals, and what is its
+    dataset?" -> True; "Which paper did they compare against?" -> False."""
+    back = _BACK.search(question)
+    before = question[:back.start()] if back else question
+    m = _NEW_SUBJECT.search(before)
+    if not m:
+        return False
+    described = [t for t in tokens(before[m.end():]) if t not in _NOT_ASKED]
+    return m.group(0).strip().lower().startswith(("something", "another", "new", "a ", "different", "changing")) \
+        or len(described) >= 2
 
 
 def read(question: str) -> Question:
@@ -156,7 +210,7 @@ def read(question: str) -> Question:
                     unit_phrase=quantity.group(1).strip() if quantity else "", authors=bool(_AUTHORS.search(question)),
                     refers_back=bool(_BACK.search(question)) or described, described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
-                    noun=noun)
+                    noun=noun, ask=ask_part(question), new_subject=_new_subject(question))
 
 
 def pointed_at(question: str, count: int) -> list[int]:

@@ -80,6 +80,13 @@ def restates(sentence: str, question: str) -> bool:
     return not new and not set(numbers_in(sentence)) - set(numbers_in(question))
 
 
+def short_name(title: str) -> str:
+    """The name a title opens with ("SERA: Soft-Verified Efficient Repository Agents" -> "SERA"); "" for a title
+    without one."""
+    head, colon, _ = title.partition(":")
+    return head.strip() if colon and 0 < len(head.split()) <= 3 else ""
+
+
 def grounded(sentence: str, paper_text: str, policy: Answering) -> bool:
     """Every number of the sentence occurs in the paper, and few of its words are foreign to it."""
     haystack = search_form(paper_text)

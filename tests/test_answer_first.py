@@ -244,3 +244,167 @@ def test_a_sentence_reciting_the_system_prompt_is_not_an_answer() -> None:
     assert not checks[0].supported and checks[0].note == "repeats the instructions"
     _, plain = support.check(text, "How much does PrivGate cut leakage?", blocks, emb, papers)
     assert plain[0].supported  # the same sentence without the rules to compare against: supported by [1]
+
+
+def test_the_clause_that_only_describes_the_paper_is_not_what_is_asked() -> None:
+    assert Q.read("In the work on RL robust to model mismatch, what low-bias estimator is proposed?").ask == \
+        "what low-bias estimator is proposed?"
+    assert Q.read("A study trains a student on hard and soft labels. What does it say the gain comes from?").ask == \
+        "What does it say the gain comes from?"
+    assert Q.read("What does GHM stand for in the offline model-based RL paper?").ask == "What does GHM stand for?"
+    assert Q.read("According to its theory, what does the labelled data needed depend on?").ask == \
+        "what does the labelled data needed depend on?"
+    # Nothing but the question, or a one-word description naming what is asked about: no separate ask.
+    assert Q.read("How much does PrivGate cut leakage?").ask == ""
+    assert Q.read("What is the full name of the RHI algorithm?").ask == ""
+    assert Q.read("For what class of MDPs is the algorithm built?").ask == ""
+    framed = Q.read("In the paper that tunes assistants to empower users, how often did users prefer it?")
+    assert framed.asked == framed.ask == "how often did users prefer it?"
+
+
+def test_inside_the_paper_the_sentence_answering_the_ask_outranks_the_one_matching_the_description() -> None:
+    from fakes import HashEmbedder
+
+    from rag.config import Answering
+    from rag.evidence import select_evidence
+
+    paper = make_paper("We tune assistive language models to maximise the human's empowerment rather than finishing "
+                       "the task. In a user study, participants preferred our assistant 78% of the time.", "e.txt", 0)
+    q = Q.read("In the work that tunes assistive language models to maximise human empowerment, how often did "
+               "participants prefer it?")
+    emb = HashEmbedder()
+    hits = [Hit(paper, 1.0)]
+
+    def first(weight: float) -> str:
+        scorer = SentenceScorer(emb, Answering(evidence_ask_weight=weight, answer_type_boost=0.0, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.text])[0], hits, scorer, max_papers=1, per_paper=2, margin=1.0)
+        return max(zip(blocks[0].sentence_scores, blocks[0].sentences))[1]
+
+    assert first(0.0).startswith("We tune")
+    assert first(4.0).startswith("In a user study")
+
+
+def test_the_model_sentence_restating_the_best_ranked_evidence_answers_first() -> None:
+    from rag.config import Answering
+
+    lidar = make_paper("Outdoor LiDAR generation has shown strong potential for autonomous driving. Our method "
+                       "outperforms the strong competitors, LiDMs and RangeLDM, in FRD.", "l.txt", 0)
+    q = Q.read("Which existing LiDAR generators serve as the strong competitors?")
+    blocks = [block(lidar, scores=[0.4, 0.9])]
+    raw = ("Outdoor LiDAR generation has shown strong potential for autonomous driving [1]. Our method outperforms "
+           "the strong competitors, LiDMs and RangeLDM [1].")
+    sentences, checks = checked(raw, q.text, blocks)
+    assert all(c.supported and c.stated for c in checks)
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw,
+                                     Answering(reorder_by_evidence=True, opening_sentence_penalty=0.0))
+    assert mode == "generated" and text.startswith("Our method outperforms")
+    text, _, _ = compose.factoid(sentences, checks, blocks, q, raw,
+                                  Answering(reorder_by_evidence=False, opening_sentence_penalty=0.0))
+    assert text.startswith("Outdoor LiDAR")
+
+
+def test_the_abstracts_opening_background_sentence_does_not_answer_first() -> None:
+    from fakes import HashEmbedder
+
+    from rag.config import Answering
+    from rag.evidence import select_evidence
+
+    lidar = make_paper("Outdoor LiDAR generation has shown strong potential for autonomous driving. We generate 4D "
+                       "scans with a new scaffold. Our method beats the strong competitors, LiDMs and RangeLDM, in "
+                       "FRD.", "l.txt", 0)
+    q = Q.read("Which existing LiDAR generators serve as the strong competitors for 4D LiDAR generation?")
+    emb = HashEmbedder()
+
+    def blocks(penalty: float) -> list[Evidence]:
+        scorer = SentenceScorer(emb, Answering(opening_sentence_penalty=penalty))
+        return select_evidence(q, emb.embed([q.text])[0], [Hit(lidar, 1.0)], scorer, max_papers=1, per_paper=3,
+                               margin=1.0)
+
+    on, off = blocks(5.0), blocks(0.0)
+    assert on[0].sentence_scores[0] == off[0].sentence_scores[0] - 5.0
+    # The model copied only the opening sentence: the answer is the evidence sentence naming the competitors.
+    raw = "Outdoor LiDAR generation has shown strong potential for autonomous driving [1]."
+    sentences, checks = checked(raw, q.text, on)
+    assert checks[0].supported and compose.restates_opening(sentences[0], (1,), on)
+    text, mode, _ = compose.factoid(sentences, checks, on, q, raw, Answering(opening_sentence_penalty=5.0))
+    assert mode == "extractive" and text.startswith("Our method beats the strong competitors")
+    text, mode, _ = compose.factoid(sentences, checks, off, q, raw, Answering(opening_sentence_penalty=0.0))
+    assert mode == "generated" and text.startswith("Outdoor LiDAR")
+
+
+def test_a_which_paper_answer_opens_with_a_title_only_when_the_title_names_the_paper() -> None:
+    from rag.config import Answering
+
+    untitled = make_paper("Large language model agents have shown potential in optimization modeling. We propose "
+                          "the Opt-Miner framework that trains an agent to look up documents online.", "o.txt", 0)
+    assert untitled.abstract.startswith(untitled.title.rstrip("…"))  # the title is the opening sentence's start
+    q = Q.read("Which work trains an agent to look up documents online for optimization modeling?")
+    blocks = [block(untitled, scores=[0.5, 0.9])]
+    assert compose.fallback(blocks, q, knobs=Answering(lead_with_opening_title=False)).startswith(
+        "We propose the Opt-Miner framework")
+    assert compose.fallback(blocks, q, knobs=Answering(lead_with_opening_title=True)).startswith(
+        untitled.title.rstrip("…")[:20])
+    # A real title names the paper and opens the answer either way.
+    named = [block(SOLAR, scores=[0.9, 0.5])]
+    out = compose.fallback(named, Q.read("Which paper proposes symmetric multimodal retrieval?"),
+                           knobs=Answering(lead_with_opening_title=False))
+    assert out.startswith(f"{SOLAR.title.rstrip('.')} [1].")
+
+
+def test_the_paper_the_whole_question_retrieved_outweighs_one_sentence_echoing_it() -> None:
+    from fakes import HashEmbedder
+
+    from rag.config import Answering
+    from rag.evidence import select_evidence
+
+    tfmixer = make_paper("Irregular multivariate time series are sampled at uneven times across channels. TFMixer "
+                         "forecasts them with a learnable non-uniform Fourier transform.", "t.txt", 0)
+    ghm = make_paper("Geometric horizon models predict future values of states by direct prediction over the "
+                     "horizon. They remain challenged far ahead.", "g.txt", 1)
+    q = Q.read("Which paper predicts future values of many-channel measurements recorded at uneven times?")
+    emb = HashEmbedder()
+    hits = [Hit(tfmixer, 1.0), Hit(ghm, 0.5)]  # retrieval, over every chunk, put TFMixer first
+
+    def first(weight: float) -> str:
+        scorer = SentenceScorer(emb, Answering(evidence_retrieval_weight=weight))
+        blocks = select_evidence(q, emb.embed([q.text])[0], hits, scorer, max_papers=1, per_paper=2, margin=0.1)
+        return blocks[0].hit.paper.paper_id
+
+    assert first(0.0) == ghm.paper_id  # "predict future values" in one sentence
+    assert first(4.0) == tfmixer.paper_id
+
+
+def test_a_count_asked_for_is_answered_by_a_number_of_that_unit() -> None:
+    from rag.config import Answering
+
+    svg = make_paper("Our agents are 26x cheaper than reinforcement learning. Applied to a larger corpus of "
+                     "codebases, SVG generated 200,000 synthetic trajectories.", "s.txt", 0)
+    q = Q.read("How many synthetic trajectories were generated when SVG was applied to a larger corpus?")
+    blocks = [block(svg, scores=[0.5, 0.9])]
+    assert not compose.counts_the_unit("26x [1].", (1,), blocks, q)
+    assert compose.counts_the_unit("200,000 [1].", (1,), blocks, q)  # the paper counts trajectories with it
+    assert compose.counts_the_unit("It generated 200,000 trajectories [1].", (1,), blocks, q)
+    assert compose.counts_the_unit("26x [1].", (1,), blocks, Q.read("How much cheaper is it?"))  # no unit asked
+    sentences, checks = checked("26x [1].", q.text, blocks)
+    assert checks[0].supported  # the paper does say 26x: supported, but not a count of trajectories
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, "26x [1].", Answering(number_needs_unit=True))
+    assert mode == "extractive" and "200,000" in text.split("[1]")[0]
+
+
+def test_a_follow_up_that_asks_for_a_paper_of_its_own_is_not_pinned_to_the_last_one() -> None:
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "Which paper learns campaign strategies?"},
+               {"role": "assistant", "content": "The conjoint paper [1].", "paper_ids": ["conjoint"]}]
+
+    def focus(question: str) -> tuple[str, ...]:
+        return resolve(question, Q.read(question), history, locate=lambda s: None).papers
+
+    # Its "its" is the paper it asks for, not the one discussed.
+    assert focus("Something else: is there a paper that recommends sustainable meals, and what is its dataset "
+                 "called?") == ()
+    assert focus("Is there a paper that recommends sustainable meals, and what is its dataset called?") == ()
+    # Pointing back, with or without asking for "which paper".
+    assert focus("What approximation does it use?") == ("conjoint",)
+    assert focus("Which paper did they compare against?") == ("conjoint",)
+    assert focus("Which paper uses it?") == ("conjoint",)

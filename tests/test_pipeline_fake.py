@@ -149,3 +149,21 @@ def test_a_capital_that_opens_a_sentence_is_not_an_absent_name(built) -> None:  
     # "What" and "According" open sentences; "GSM8K" names something no abstract contains.
     assert r.absent_terms("A study cut privacy leakage. What gate did it use? According to it, GSM8K?") == ("GSM8K",)
     assert r.absent_terms("How much does PrivGate reduce privacy leakage?") == ()
+
+
+def test_a_follow_up_answered_with_the_discussed_papers_name_is_not_an_answer(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    gen = ScriptedGenerator(["SERA makes it cheap [1].", "SERA [1].", "Devstral-Small-2 [1]."])
+    a = Assistant(s, embedder=emb, generator=gen)
+    first = a.ask("Which paper makes it cheap to train coding agents specialized to a private codebase?")
+    sera = first.citations[0].paper
+    assert sera.title.startswith("SERA:")
+    history = [{"role": "user", "content": first.question}, {"role": "assistant", "content": first.text}]
+    # "it" is SERA: "SERA [1]." names the paper under discussion and adds nothing asked for.
+    named = a.ask("And which open-weight model does it match?", history=history)
+    assert named.focus == (sera.paper_id,)
+    assert named.mode == "extractive" and not named.text.startswith("SERA [1]")
+    assert "Devstral-Small-2" in named.text
+    # The model's terse answer naming the model asked for stands.
+    answered = a.ask("And which open-weight model does it match?", history=history)
+    assert answered.mode == "generated" and answered.text.startswith("Devstral-Small-2 [1].")
