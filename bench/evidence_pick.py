@@ -1,0 +1,81 @@
+"""The evidence paper by weight of its retrieval score: how often the first evidence paper is a gold paper, without
+the model.
+
+`python -m bench.evidence_pick --data-dir DIR [--split dev] [--weights 0,1,2,4,8]` reads every question of one split
+of eval/qa.jsonl that wants one paper (factoids, which-paper questions, follow-ups), reads and retrieves it with the
+pipeline (`Assistant.read`, `Assistant.retrieve`) and chooses its evidence with the pipeline's own `select_evidence`
+at each `answer.evidence_retrieval_weight`, the other answer settings as configured. It prints, per weight and per
+subset ("" = the original questions), how many first evidence papers are gold, beside retrieval's own first paper.
+Seconds per question: the embedder's, no generation. DIR must hold an ingested index of the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rag.config import load as load_settings
+
+from .measure import machine
+
+
+def first_papers(assistant: Any, questions: Iterable[Any], weights: Sequence[float]) -> list[dict[str, Any]]:
+    """Per question: its id, subset, gold, retrieval's first paper and the first evidence paper at each weight."""
+    from rag.evidence import SentenceScorer, select_evidence
+
+    knobs = {w: assistant.settings.answer.model_copy(update={"evidence_retrieval_weight": w}) for w in weights}
+    scorers = {w: SentenceScorer(assistant.embedder, knobs[w]) for w in weights}
+    rows = []
+    for q in questions:
+        read = assistant.read(q.question, list(q.history))
+        if read.summary:
+            continue
+        retrieved = assistant.retrieve(read)
+        if not retrieved.hits:
+            continue
+        qvec = assistant.embedder.embed([q.question])[0] if read.pinned else retrieved.query_vector
+        lexical = assistant.retriever.lexical
+        picked = {}
+        for w in weights:
+            k = knobs[w]
+            blocks = select_evidence(read, qvec, retrieved.hits, scorers[w], max_papers=k.evidence_papers,
+                                     per_paper=k.sentences_per_paper, margin=k.evidence_margin,
+                                     idf=lexical.idf if lexical is not None else None,
+                                     cover_weight=k.evidence_cover_weight, focus_weight=k.evidence_focus_weight)
+            picked[w] = blocks[0].hit.paper.paper_id if blocks else ""
+        rows.append({"id": q.id, "subset": q.subset, "gold": list(q.gold),
+                     "retrieval": retrieved.hits[0].paper.paper_id, "evidence": picked})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.evidence_pick", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-dir", required=True, help="an ingested index of the seeds")
+    ap.add_argument("--split", default="dev", choices=("dev", "test"))
+    ap.add_argument("--weights", default="0,0.5,1,2,4,8", help="comma-separated evidence_retrieval_weight values")
+    args = ap.parse_args(argv)
+
+    from eval.run import load_qa
+    from rag.pipeline import Assistant
+
+    weights = [float(w) for w in args.weights.split(",")]
+    assistant = Assistant(load_settings(flags={"paths.data_dir": args.data_dir}))
+    questions = [q for q in load_qa() if q.split == args.split and q.kind not in ("unanswerable", "multi")]
+    rows = first_papers(assistant, questions, weights)
+    print(f"{args.split} split, {len(rows)} single-paper questions, {machine().get('cpu')}")
+    subsets = sorted({r["subset"] for r in rows})
+
+    def counts(right: Any) -> str:
+        return ", ".join(f"{s or 'original'} {sum(right(r) for r in rows if r['subset'] == s)}/"
+                         f"{sum(r['subset'] == s for r in rows)}" for s in subsets)
+
+    for w in weights:
+        print(f"w = {w:g}: first evidence paper gold: {counts(lambda r, w=w: r['evidence'][w] in r['gold'])}")
+    print(f"retrieval's own first paper gold: {counts(lambda r: r['retrieval'] in r['gold'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

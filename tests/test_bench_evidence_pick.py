@@ -1,0 +1,33 @@
+"""bench/evidence_pick.py on a real index of the seeds (fake embedder): the first evidence paper at each weight of
+the retrieval score, through the pipeline's own read, retrieve and select_evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakes import HashEmbedder, ScriptedGenerator
+from helpers import make_settings
+
+from bench.evidence_pick import first_papers
+from eval.run import Question
+from rag.indexer import build_index
+from rag.pipeline import Assistant
+
+PRIVGATE = "6480b13cf7654701"
+
+
+def test_a_heavy_retrieval_weight_takes_retrievals_first_paper(tmp_path: Path) -> None:
+    s = make_settings(tmp_path / "data")
+    emb = HashEmbedder()
+    build_index(s, emb)
+    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    questions = [Question("a", "factoid", "How much does PrivGate reduce privacy leakage?", (PRIVGATE,), ()),
+                 Question("b", "which_paper", "Which work learns strategies from surveys with random politician "
+                          "profiles?", (), ()),
+                 Question("c", "multi", "Which papers use reinforcement learning?", (), ())]
+    rows = first_papers(assistant, questions, [0.0, 1000.0])
+    assert [r["id"] for r in rows] == ["a", "b"]  # a summary chooses no single evidence paper
+    assert rows[0]["evidence"][0.0] == rows[0]["retrieval"] == PRIVGATE
+    assert all(r["evidence"][1000.0] == r["retrieval"] for r in rows)
+    # With the fake embedder one sentence of another paper outscores the paper retrieval put first.
+    assert rows[1]["evidence"][0.0] != rows[1]["retrieval"]
