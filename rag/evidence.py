@@ -203,6 +203,22 @@ def _mentions(word: str, words: set[str]) -> bool:
     return word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words))
 
 
+# "Code is available at https://github.com/...": where to get the artefacts, not what the paper is about.
+_AVAILABILITY = re.compile(r"\b(?:code|implementation|data(?:sets?)?|models?|weights|checkpoints?)\b[^.]{0,60}?"
+                           r"\b(?:is|are|will be)\s+(?:publicly\s+|openly\s+|made\s+)?(?:available|released|"
+                           r"open-sourced)|https?://|\bgithub\b", re.IGNORECASE)
+_ASKS_AVAILABILITY = re.compile(r"\b(?:availab\w*|releas\w*|open[- ]sourc\w*|github|public\w*)\b",
+                                re.IGNORECASE)
+
+
+def topical(paper_text: str, topic: str) -> str:
+    """The paper's text without its availability statements ("Code is available at ..."), unless the topic asks
+    about availability: a paper on image retrieval is not about code because its code will be released."""
+    if _ASKS_AVAILABILITY.search(topic):
+        return paper_text
+    return " ".join(s for s in split_sentences(paper_text) if not _AVAILABILITY.search(s))
+
+
 def topic_cover(alternatives: list[dict[str, float]], paper_text: str) -> float:
     """The best share, over the alternatives, of an alternative's term weight (idf) that the paper's text holds."""
     words = set(tokens(paper_text))
@@ -234,8 +250,9 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     kept: list[tuple[float, Hit, list[tuple[str, float]]]] = []
     for h in hits:
         sents = scored.get(h.paper.paper_id, [])
-        best = max((x for _, x in sents), default=0.0)
-        cover = topic_cover(alternatives, h.paper.raw + " " + h.paper.title) if alternatives else 0.0
+        best = max((x for s, x in sents if topical(s, question.scored)), default=0.0)
+        text = topical(h.paper.raw, question.scored) + " " + h.paper.title
+        cover = topic_cover(alternatives, text) if alternatives else 0.0
         if ((cover >= knobs.summary_min_cover and best >= knobs.summary_min_sentence)
                 or best >= knobs.summary_sure_sentence):
             kept.append((best + cover, h, sents))

@@ -276,7 +276,8 @@ def test_inside_the_paper_the_sentence_answering_the_ask_outranks_the_one_matchi
     hits = [Hit(paper, 1.0)]
 
     def first(weight: float) -> str:
-        scorer = SentenceScorer(emb, Answering(evidence_ask_weight=weight, answer_type_boost=0.0, opening_sentence_penalty=0.0))
+        knobs = Answering(evidence_ask_weight=weight, answer_type_boost=0.0, opening_sentence_penalty=0.0)
+        scorer = SentenceScorer(emb, knobs)
         blocks = select_evidence(q, emb.embed([q.text])[0], hits, scorer, max_papers=1, per_paper=2, margin=1.0)
         return max(zip(blocks[0].sentence_scores, blocks[0].sentences))[1]
 
@@ -408,3 +409,15 @@ def test_a_follow_up_that_asks_for_a_paper_of_its_own_is_not_pinned_to_the_last_
     assert focus("What approximation does it use?") == ("conjoint",)
     assert focus("Which paper did they compare against?") == ("conjoint",)
     assert focus("Which paper uses it?") == ("conjoint",)
+
+
+def test_where_to_get_the_code_does_not_put_a_paper_on_a_topic() -> None:
+    from rag.evidence import topical
+
+    text = "We study symmetric image-text retrieval. Code will be available upon publication. See https://x.org/a."
+    assert topical(text, "Which papers have to do with code or coding tasks?") == \
+        "We study symmetric image-text retrieval."
+    # A question about availability keeps the statements that answer it.
+    assert topical(text, "Which papers make their code publicly available?") == text
+    assert topical("Our code generator writes Python.", "Which papers are about code?") == \
+        "Our code generator writes Python."
