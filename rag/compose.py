@@ -148,6 +148,11 @@ def second_sentence(blocks: list[Evidence], n: int, shown: str, knobs: Answering
     return ""
 
 
+def holds_noun(text: str, noun: str) -> bool:
+    """Does the text name the noun a what/which question asks for ("which benchmarks ...?" -> "... benchmarks")?"""
+    return bool(noun) and noun[:5] in {w[:5] for w in tokens(MARKER.sub(" ", text))}
+
+
 def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Answering = Answering()) -> str:
     """The evidence sentence (or its clause) that best holds the answer, then the next one that adds to it, cited;
     a which-paper question names the paper first."""
@@ -158,9 +163,12 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
     text = _cite(clause(s, intent, set(numbers_in(raw)), knobs), n)
     # A number or an expansion asked for and found, or a long first sentence: complete without a second one.
     done = (intent.wants in ("number", "expansion") and answers_asked(intent, text)) or \
-        len(_WORD.findall(text)) >= knobs.complete_answer_words
+        len(_WORD.findall(text)) >= knobs.complete_answer_words or \
+        (knobs.noun_completes and holds_noun(text, intent.noun))
     more = "" if done else second_sentence(blocks, n, text, knobs)
-    if intent.which and names_paper(blocks, n, knobs):
+    if intent.which:
+        if not names_paper(blocks, n, knobs):
+            return text  # the sentence naming the method is the answer; the card shows the paper
         title = title_of(blocks, n)
         # A title derived from this very sentence names the paper already: the sentence alone, not it twice.
         return text if _opens_with(text, title) else f"{_cite(title, n)} {text}"

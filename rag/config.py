@@ -238,6 +238,8 @@ class Answering(Group):
                                                        "for (no number for \"how much\")")
     complete_answer_words: int = Field(1000, ge=1, description="an answer taken from the evidence whose first "
                                                                 "sentence has this many words gets no second one")
+    noun_completes: bool = Field(True, description="an answer taken from the evidence whose first sentence names "
+                                                    "the noun a what/which question asks for gets no second one")
     added_sentence_novelty: float = Field(0.5, description="after a short answer, the next evidence sentence of its "
                                                            "paper is added when at least this share of its words "
                                                            "is new to the answer")

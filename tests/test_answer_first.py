@@ -421,3 +421,18 @@ def test_where_to_get_the_code_does_not_put_a_paper_on_a_topic() -> None:
     assert topical(text, "Which papers make their code publicly available?") == text
     assert topical("Our code generator writes Python.", "Which papers are about code?") == \
         "Our code generator writes Python."
+
+
+def test_an_evidence_answer_naming_the_noun_asked_for_needs_no_second_sentence() -> None:
+    from rag.config import Answering
+
+    fsl = make_paper("Support sets in few-shot learning are noisy. Errors drop across the MiniImageNet and "
+                     "TieredImageNet benchmarks. The low-rank geometry also explains prototype drift in detail.",
+                     "f.txt", 0)
+    q = Q.read("Which benchmarks is the noisy few-shot method evaluated on?")
+    assert q.noun == "benchmarks" and compose.holds_noun("across the two benchmarks [1].", q.noun)
+    blocks = [block(fsl, scores=[0.2, 0.9, 0.5])]
+    short = compose.fallback(blocks, q, knobs=Answering(noun_completes=True))
+    assert short == "Errors drop across the MiniImageNet and TieredImageNet benchmarks [1]."
+    longer = compose.fallback(blocks, q, knobs=Answering(noun_completes=False))
+    assert longer.startswith(short) and "prototype drift" in longer
