@@ -166,12 +166,12 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
         len(_WORD.findall(text)) >= knobs.complete_answer_words or \
         (knobs.noun_completes and holds_noun(text, intent.noun))
     more = "" if done else second_sentence(blocks, n, text, knobs)
-    if intent.which:
-        if not names_paper(blocks, n, knobs):
-            return text  # the sentence naming the method is the answer; the card shows the paper
+    if intent.which and names_paper(blocks, n, knobs):
         title = title_of(blocks, n)
         # A title derived from this very sentence names the paper already: the sentence alone, not it twice.
         return text if _opens_with(text, title) else f"{_cite(title, n)} {text}"
+    # Without a real title the sentence naming the method answers, and the next one stays: "is there a paper that
+    # ..., and what is its dataset called?" is answered there.
     return f"{text} {more}".strip()
 
 
