@@ -148,9 +148,22 @@ def second_sentence(blocks: list[Evidence], n: int, shown: str, knobs: Answering
     return ""
 
 
+def _words(text: str) -> set[str]:
+    return set(tokens(MARKER.sub(" ", text)))
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in _words(text)}
+
+
+def _share(words: set[str], text: str) -> float:
+    """The share of `words` that `text` holds."""
+    return len(words & set(tokens(text))) / len(words) if words else 0.0
+
+
 def holds_noun(text: str, noun: str) -> bool:
     """Does the text name the noun a what/which question asks for ("which benchmarks ...?" -> "... benchmarks")?"""
-    return bool(noun) and noun[:5] in {w[:5] for w in tokens(MARKER.sub(" ", text))}
+    return bool(noun) and noun[:5] in _stems(text)
 
 
 def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Answering = Answering()) -> str:
@@ -184,31 +197,21 @@ def _opens_with(text: str, title: str) -> bool:
 def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> float:
     """The score of the evidence sentence the answer sentence restates (its cited papers' sentence holding most of
     its words, at least half of them); -inf when none does."""
-    words = set(tokens(MARKER.sub(" ", sentence)))
-    best = float("-inf")
-    if not words:
-        return best
-    for b in blocks:
-        if b.n not in cites:
-            continue
-        for s, score in zip(b.sentences, b.sentence_scores):
-            if len(words & set(tokens(s))) / len(words) >= 0.5:
-                best = max(best, score)
-    return best
+    words = _words(sentence)
+    return max((score for b in blocks if b.n in cites for s, score in zip(b.sentences, b.sentence_scores)
+                if _share(words, s) >= 0.5), default=float("-inf"))
 
 
 def restates_opening(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
     """Is the sentence the opening sentence of a cited abstract said again (the paper sentence holding most of its
     words, at least half, is the first)? An abstract opens with its field's background ("Outdoor LiDAR generation has
     shown strong potential ..."), which rarely answers a question about the paper."""
-    words = set(tokens(MARKER.sub(" ", sentence)))
-    if not words:
-        return False
+    words = _words(sentence)
     for b in blocks:
         paper = split_sentences(b.hit.paper.abstract)
         if b.n not in cites or len(paper) < 2:
             continue
-        shares = [len(words & set(tokens(x))) / len(words) for x in paper]
+        shares = [_share(words, x) for x in paper]
         if shares[0] >= 0.5 and shares[0] == max(shares):
             return True
     return False
@@ -224,14 +227,9 @@ def counts_the_unit(sentence: str, cites: tuple[int, ...], blocks: list[Evidence
     nums = set(numbers_in(sentence))
     if not nums:
         return False
-    if units & {w[:5] for w in tokens(MARKER.sub(" ", sentence))}:
-        return True
-    for b in blocks:
-        if b.n in cites:
-            for x in split_sentences(b.hit.paper.abstract):
-                if nums & set(numbers_in(x)) and units & {w[:5] for w in tokens(x)}:
-                    return True
-    return False
+    return bool(units & _stems(sentence)) or any(
+        nums & set(numbers_in(x)) and units & _stems(x)
+        for b in blocks if b.n in cites for x in split_sentences(b.hit.paper.abstract))
 
 
 def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,
