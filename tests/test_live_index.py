@@ -37,10 +37,10 @@ TIMES = {"store.follow_s": 0.3, "store.lease_refresh_s": 0.2, "store.lease_ttl_s
          "store.retire_wait_s": 2.0}
 
 
-def _settings(data: str, corpus: str) -> Any:
+def _settings(data: str, corpus: str, **times: float) -> Any:
     from helpers import make_settings
 
-    return make_settings(Path(data), **{"paths.seeds_dir": Path(corpus), **TIMES})
+    return make_settings(Path(data), **{"paths.seeds_dir": Path(corpus), **TIMES, **times})
 
 
 # --- in the child processes ----------------------------------------------------------------------------------------
@@ -92,8 +92,10 @@ def reader_child(data: str, corpus: str, conn: Connection) -> None:
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
-def ingest_child(data: str, corpus: str, rebuild: bool, slow: bool, conn: Connection) -> None:
-    """`ingest` (or `ingest --rebuild`); `slow`: each embedding batch takes 0.1 s more, so a rebuild lasts seconds."""
+def ingest_child(data: str, corpus: str, rebuild: bool, slow: bool, times: dict[str, float],
+                 conn: Connection) -> None:
+    """`ingest` (or `ingest --rebuild`); `slow`: each embedding batch takes 0.1 s more, so a rebuild lasts seconds;
+    `times` overrides TIMES for this process."""
     from fakes import HashEmbedder
 
     from rag.indexer import build_index
@@ -104,7 +106,7 @@ def ingest_child(data: str, corpus: str, rebuild: bool, slow: bool, conn: Connec
             return super().embed(texts)
 
     conn.send("ready")
-    summary = build_index(_settings(data, corpus), Slow(), rebuild=rebuild, batch_papers=4)
+    summary = build_index(_settings(data, corpus, **times), Slow(), rebuild=rebuild, batch_papers=4)
     conn.send({"collection": summary.collection, "notes": [str(n) for n in summary.notes]})
 
 
@@ -159,8 +161,9 @@ class Child:
             self.proc.kill()
 
 
-def _ingest(ctx: Any, data: Path, corpus: Path, rebuild: bool = False, slow: bool = False) -> dict[str, Any]:
-    child = Child(ctx, ingest_child, str(data), str(corpus), rebuild, slow)
+def _ingest(ctx: Any, data: Path, corpus: Path, rebuild: bool = False, slow: bool = False,
+            **times: float) -> dict[str, Any]:
+    child = Child(ctx, ingest_child, str(data), str(corpus), rebuild, slow, times)
     try:
         result: dict[str, Any] = child.result(300)
     finally:
@@ -214,7 +217,7 @@ def test_readers_in_other_processes_follow_ingests_and_rebuilds(tmp_path: Path, 
         # `python -m rag search` processes start one after another.
         old = IndexPaths.of(_settings(str(data), str(corpus)))
         _, held = readers[0].ask("hold")
-        rebuild = Child(ctx, ingest_child, str(data), str(corpus), True, True)
+        rebuild = Child(ctx, ingest_child, str(data), str(corpus), True, True, {})
         readers[1].conn.send(("loop", 6.0))
         searches = []
         while rebuild.proc.is_alive() and not rebuild.conn.poll(0):
@@ -250,7 +253,10 @@ def test_readers_in_other_processes_follow_ingests_and_rebuilds(tmp_path: Path, 
         # generation goes with the ingest after that.
         readers[1].proc.kill()
         readers[1].proc.join(10)
-        _ingest(ctx, data, corpus, rebuild=True)
+        # The rebuild judges leases with a ttl far longer than it can take, so under any load the killed reader's
+        # lease is fresh when the rebuild collects: with the test's 3 s the rebuild's own start and 2 s wait for
+        # readers left about a second of margin, which a loaded CI machine used up.
+        _ingest(ctx, data, corpus, rebuild=True, **{"store.lease_ttl_s": 120.0})
         assert new.catalog.exists()  # its lease was fresh during the rebuild's wait
         time.sleep(TIMES["store.lease_ttl_s"] + 0.5)
         _ingest(ctx, data, corpus)
