@@ -1,0 +1,34 @@
+"""bench/summary_pick.py on a real index of the seeds (fake embedder): the papers a summary lists at each
+summary_min_sentence, through the pipeline's own read, retrieve and relevant_papers, and their recall/precision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakes import HashEmbedder, ScriptedGenerator
+from helpers import make_settings
+
+from bench.summary_pick import listings, scores
+from eval.run import Question
+from rag.indexer import build_index
+from rag.pipeline import Assistant
+
+
+def test_a_stricter_sentence_threshold_lists_a_subset(tmp_path: Path) -> None:
+    s = make_settings(tmp_path / "data")
+    emb = HashEmbedder()
+    build_index(s, emb)
+    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    questions = [Question("a", "factoid", "How much does PrivGate reduce privacy leakage?", (), ()),
+                 Question("b", "multi", "Which papers study privacy?", ("6480b13cf7654701",), ())]
+    rows = listings(assistant, questions, [0.0, 0.99])
+    assert [r["id"] for r in rows] == ["b"]  # a factoid lists nothing
+    lenient, strict = rows[0]["listed"][0.0], rows[0]["listed"][0.99]
+    assert "6480b13cf7654701" in lenient and set(strict) <= set(lenient) and len(strict) < len(lenient)
+
+
+def test_scores_are_mean_recall_and_precision_over_questions_with_gold() -> None:
+    rows = [{"gold": ["a", "b"], "listed": {0.3: ["a", "c", "d", "e"]}},
+            {"gold": ["x"], "listed": {0.3: ["x"]}},
+            {"gold": [], "listed": {0.3: ["y"]}}]  # no gold: not scored
+    assert scores(rows, 0.3) == (0.75, 0.625)
