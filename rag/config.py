@@ -254,7 +254,7 @@ class Answering(Group):
                                                           "matched)")
     summary_min_cover: float = Field(0.6, description="a paper is on a summary's topic when its text holds this "
                                                       "share of one topic alternative's rare-word weight ...")
-    summary_min_sentence: float = Field(0.3, description="... and its best sentence scores at least this against "
+    summary_min_sentence: float = Field(0.4, description="... and its best sentence scores at least this against "
                                                          "the question")
     summary_sure_sentence: float = Field(0.55, description="or its best sentence alone scores at least this")
     summary_min_idf: float = Field(1.8, description="words commoner than this idf (in most chunks) do not name a "

@@ -187,55 +187,20 @@ _GENERIC = frozenset("use uses using apply applies applied work works working st
                      "research approaches methods".split())
 
 
-_EXAMPLES = re.compile(r"^\s*(?:including|such\s+as|e\.g\.?|for\s+example|like)\s+", re.IGNORECASE)
-
-
 def topic_alternatives(question: str) -> list[list[str]]:
     """The topic's alternatives, each as its content words: "Which papers use diffusion models or LiDAR?" ->
     [["diffusion", "models"], ["lidar"]]; a paper on any one alternative is on the topic."""
     topic = _FRAME.sub("", question).rstrip(" ?.")
-    parts = []
-    for part in re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic):
-        # "large language models, including LLM agents and multimodal LLMs": each example is an alternative of
-        # its own, not one alternative that needs both examples (and the word "including").
-        example = _EXAMPLES.match(part)
-        parts += re.split(r"\s+and\s+", part[example.end():]) if example else [part]
-    out = [[w for w in dict.fromkeys(_topic_words(p)) if w not in _GENERIC] for p in parts]
+    parts = re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic)
+    # A hyphenated word counts through its parts ("llm-based" -> "llm", "based"), not as a rarer word of its own
+    # that papers saying "LLM agents" lack.
+    out = [[w for w in dict.fromkeys(tokens(p)) if w not in _GENERIC and "-" not in w] for p in parts]
     return [ws for ws in out if ws]
 
 
-# "llm-based agents" are "LLM agents" in most papers: a compound ending in one of these counts as its first part.
-_LOOSE_SUFFIX = frozenset("based driven aware level scale free specific oriented guided style like powered enabled "
-                          "centric agnostic conditioned augmented".split())
-
-
-def _topic_words(part: str) -> list[str]:
-    """A topic part's content words. A hyphenated compound is one word ("multi-task", whose parts would put every
-    paper saying "multiple ... task" on the topic), or its first part when the rest only says how it is used
-    ("llm-based" -> "llm")."""
-    out, parts_of = [], set()
-    for w in tokens(part):
-        if w in parts_of:
-            parts_of.discard(w)
-            continue
-        if "-" in w:
-            head, *rest = w.split("-")
-            loose = all(r in _LOOSE_SUFFIX for r in rest)
-            out.append(head if loose else w)
-            parts_of |= set(p for p in w.split("-") if p)  # tokens() yields them next: skipped
-            continue
-        out.append(w)
-    return out
-
-
 def _mentions(word: str, words: set[str]) -> bool:
-    """The paper uses the word, its singular or plural ("llm" ~ "llms"), or a word sharing its first five letters
-    ("assistants" ~ "assistive"); a compound also written closed ("multi-task" ~ "multitask")."""
-    if "-" in word:
-        return word in words or word.replace("-", "") in words
-    singular = word[:-1] if word.endswith("s") else word
-    return (word in words or singular in words or singular + "s" in words  # "llm" ~ "llms"
-            or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words)))
+    """The paper uses the word, or a word sharing its first five letters ("assistants" ~ "assistive")."""
+    return word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words))
 
 
 # "Code is available at https://github.com/...": where to get the artefacts, not what the paper is about.
@@ -271,9 +236,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
 
     A paper is on the topic when its text holds most of one topic alternative's rare words (idf-weighted, words
     common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
-    sentence alone is very close and its text holds at least one of those words. No cut relative to the other
-    papers: a fifth relevant paper is listed however far the fourth is above it. The thresholds are
-    `knobs.summary_*`.
+    sentence alone is very close. No cut relative to the other papers: a fifth relevant paper is listed however far
+    the fourth is above it. The thresholds are `knobs.summary_*`.
     """
     if not hits:
         return []
@@ -289,10 +253,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         best = max((x for s, x in sents if topical(s, question.scored)), default=0.0)
         text = topical(h.paper.raw, question.scored) + " " + h.paper.title
         cover = topic_cover(alternatives, text) if alternatives else 0.0
-        # A very close sentence alone lists a paper only if its text holds some of the topic's rare words: the
-        # exact-unlearning paper is close to "learning policies from offline data" and says none of them.
         if ((cover >= knobs.summary_min_cover and best >= knobs.summary_min_sentence)
-                or (best >= knobs.summary_sure_sentence and (cover > 0 or not alternatives))):
+                or best >= knobs.summary_sure_sentence):
             kept.append((best + cover, h, sents))
     if not kept:  # nothing clearly on the topic: the closest paper, so the answer still says something cited
         h = hits[0]
