@@ -198,10 +198,19 @@ class Assistant:
         """`read` with the compute lock held."""
         q = Q.read(question)
         focus = conversation.resolve(question, q, history, self._locate)
-        if focus.papers:
-            papers = self.retriever.catalog.get_many(focus.papers)
-            titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
-            q = q.in_context(f"{question} (about: {titles[:400]})", focus.papers)
+        pinned = focus.papers
+        if pinned and (q.described or (q.ask and len(pinned) == 1)):
+            # A follow-up that describes its paper ("the clinical one", "For the optimization-modeling agent, ...
+            # is it ...?") may mean one the last answer did not list: the paper the question alone retrieves first
+            # joins the candidates, and the evidence choice picks the one described.
+            found = self.retriever.search(question, top_k=1).hits
+            extra = tuple(h.paper.paper_id for h in found if h.paper.paper_id not in pinned)
+            if extra:
+                pinned, q = pinned + extra, replace(q, described=True)
+        if pinned:
+            papers = self.retriever.catalog.get_many(pinned)
+            titles = "; ".join(papers[p].title for p in pinned if p in papers)
+            q = q.in_context(f"{question} (about: {titles[:400]})", pinned)
         else:
             q = q.in_context(focus.searched)
         return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched))

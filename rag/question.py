@@ -136,7 +136,7 @@ class Question:
         sentence about few-shot learning matches those, the one naming the datasets need not); likewise `ask`, the
         question without the clause that describes its paper."""
         if self.described and self.pinned:
-            return _DESCRIBED.sub(" ", self.scored)
+            return _DESCRIBED.sub(" ", self.ask or self.scored)
         return self.ask or self.scored
 
     def in_context(self, searched: str, pinned: tuple[str, ...] = ()) -> Question:

@@ -167,3 +167,18 @@ def test_a_follow_up_answered_with_the_discussed_papers_name_is_not_an_answer(bu
     # The model's terse answer naming the model asked for stands.
     answered = a.ask("And which open-weight model does it match?", history=history)
     assert answered.mode == "generated" and answered.text.startswith("Devstral-Small-2 [1].")
+
+
+def test_a_follow_up_describing_a_paper_the_last_answer_did_not_cite_finds_it(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok", "ok"]))
+    first = a.ask("How much does PrivGate reduce privacy leakage?")
+    assert [c.paper.paper_id for c in first.citations] == [PRIVGATE]
+    history = [{"role": "user", "content": first.question}, {"role": "assistant", "content": first.text}]
+    # "it" alone would be PrivGate; the clause describing the paper names another one, which joins the candidates.
+    drill = a.ask("For the paper on coding agents specialized to a private codebase, which open-weight model does it "
+                  "match?", history=history)
+    assert PRIVGATE in drill.focus and len(drill.focus) == 2
+    assert drill.citations[0].paper.title.startswith("SERA:") and "Devstral-Small-2" in drill.text
+    # A follow-up that only points back stays on the cited paper.
+    assert a.ask("And what is its token overhead?", history=history).focus == (PRIVGATE,)
