@@ -5,7 +5,9 @@ previous question's words. So the papers the previous assistant turn cited are r
 from the `paper_ids` a client kept on that message (the chat and the API return them), else by locating each cited
 sentence of that answer in the index (every answer sentence is stated by the paper it cites, so the sentence
 finds its paper). The question's back-reference then picks among them: "it" the first, "the second one" the
-second, "the first two" two, "they" / "compare them" all (`question.pointed_at`).
+second, "the first two" two, "they" / "compare them" all (`question.pointed_at`). A follow-up that describes its
+paper ("the clinical one") picks among all of them, and the pipeline adds the paper the question alone retrieves
+first, for a description of a paper the last answer did not list (`Assistant._read`).
 
 A question without a back-reference is searched as it is, even after a long conversation: "and which papers use
 diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question; so is one that asks
