@@ -11,14 +11,12 @@ Seconds per question: the embedder's, no generation. DIR must hold an ingested i
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rag.config import load as load_settings
-
 from .measure import machine
+from .sweep import setup
 
 
 def first_papers(assistant: Any, questions: Iterable[Any], weights: Sequence[float]) -> list[dict[str, Any]]:
@@ -51,20 +49,10 @@ def first_papers(assistant: Any, questions: Iterable[Any], weights: Sequence[flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.evidence_pick", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", required=True, help="an ingested index of the seeds")
-    ap.add_argument("--split", default="dev", choices=("dev", "test"))
-    ap.add_argument("--weights", default="0,0.5,1,2,4,8", help="comma-separated evidence_retrieval_weight values")
-    args = ap.parse_args(argv)
-
-    from eval.run import load_qa
-    from rag.pipeline import Assistant
-
-    weights = [float(w) for w in args.weights.split(",")]
-    assistant = Assistant(load_settings(flags={"paths.data_dir": args.data_dir}))
-    questions = [q for q in load_qa() if q.split == args.split and q.kind not in ("unanswerable", "multi")]
-    rows = first_papers(assistant, questions, weights)
-    print(f"{args.split} split, {len(rows)} single-paper questions, {machine().get('cpu')}")
+    split, assistant, questions, weights = setup("bench.evidence_pick", __doc__, "--weights", "0,0.5,1,2,4,8",
+                                                 "evidence_retrieval_weight", argv)
+    rows = first_papers(assistant, [q for q in questions if q.kind not in ("unanswerable", "multi")], weights)
+    print(f"{split} split, {len(rows)} single-paper questions, {machine().get('cpu')}")
     subsets = sorted({r["subset"] for r in rows})
 
     def counts(right: Any) -> str:

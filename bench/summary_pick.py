@@ -12,14 +12,12 @@ the embedder's, no generation. DIR must hold an ingested index of the seeds.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rag.config import load as load_settings
-
 from .measure import machine
+from .sweep import setup
 
 
 def listings(assistant: Any, questions: Iterable[Any], values: Sequence[float]) -> list[dict[str, Any]]:
@@ -58,19 +56,10 @@ def scores(rows: Sequence[dict[str, Any]], value: float) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.summary_pick", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", required=True, help="an ingested index of the seeds")
-    ap.add_argument("--split", default="dev", choices=("dev", "test"))
-    ap.add_argument("--min-sentence", default="0.3,0.32,0.35,0.4", help="comma-separated summary_min_sentence values")
-    args = ap.parse_args(argv)
-
-    from eval.run import load_qa
-    from rag.pipeline import Assistant
-
-    values = [float(v) for v in args.min_sentence.split(",")]
-    assistant = Assistant(load_settings(flags={"paths.data_dir": args.data_dir}))
-    rows = listings(assistant, [q for q in load_qa() if q.split == args.split and q.kind == "multi"], values)
-    print(f"{args.split} split, {len(rows)} summary questions, {machine().get('cpu')}")
+    split, assistant, questions, values = setup("bench.summary_pick", __doc__, "--min-sentence", "0.3,0.32,0.35,0.4",
+                                                "summary_min_sentence", argv)
+    rows = listings(assistant, [q for q in questions if q.kind == "multi"], values)
+    print(f"{split} split, {len(rows)} summary questions, {machine().get('cpu')}")
     for v in values:
         parts = []
         for s in sorted({r["subset"] for r in rows}):
