@@ -6,8 +6,9 @@ from the `paper_ids` a client kept on that message (the chat and the API return 
 sentence of that answer in the index (every answer sentence is stated by the paper it cites, so the sentence
 finds its paper). The question's back-reference then picks among them: "it" the first, "the second one" the
 second, "the first two" two, "they" / "compare them" all (`question.pointed_at`). A follow-up that describes its
-paper ("the clinical one") picks among all of them, and the pipeline adds the paper the question alone retrieves
-first, for a description of a paper the last answer did not list (`Assistant._read`).
+paper ("the clinical one", "For the optimization-modeling agent, which base model is it built on?") may mean one the
+last answer did not list: the paper the question alone retrieves first joins the candidates, and the evidence choice
+picks the one described.
 
 A question without a back-reference is searched as it is, even after a long conversation: "and which papers use
 diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question; so is one that asks
@@ -35,6 +36,7 @@ class Focus:
 
     searched: str  # the query retrieval runs on
     papers: tuple[str, ...] = ()  # paper ids the question points at (empty: not pinned to earlier papers)
+    described: bool = False  # the papers are candidates for one the question describes, not all of them
 
 
 def previous_citations(history: Sequence[Message], locate: Callable[[str], str | None]) -> list[str]:
@@ -65,8 +67,9 @@ def _first_index(text: str, n: int) -> int:
 
 
 def resolve(question: str, intent: Q.Question, history: Sequence[Message],
-            locate: Callable[[str], str | None]) -> Focus:
-    """The query to search and the earlier papers the question points at.
+            locate: Callable[[str], str | None], first: Callable[[str], str | None] = lambda text: None) -> Focus:
+    """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
+    retrieves first, a candidate for a question that describes its paper.
 
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question)
@@ -77,7 +80,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
-    if intent.described:  # "the few-shot one": any of them; the evidence choice picks the one described
-        return Focus(question, tuple(cited))
-    picked = [cited[i] for i in Q.pointed_at(question, len(cited))]
-    return Focus(question, tuple(picked))
+    picked = tuple(cited) if intent.described else tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
+    if intent.described or (intent.ask and len(picked) == 1):  # "the few-shot one", "For the X agent, ... it ...?"
+        extra = first(question)
+        if extra and extra not in picked:
+            return Focus(question, picked + (extra,), described=True)
+    return Focus(question, picked, described=intent.described)

@@ -197,20 +197,11 @@ class Assistant:
     def _read(self, question: str, history: list[Message]) -> Q.Question:
         """`read` with the compute lock held."""
         q = Q.read(question)
-        focus = conversation.resolve(question, q, history, self._locate)
-        pinned = focus.papers
-        if pinned and (q.described or (q.ask and len(pinned) == 1)):
-            # A follow-up that describes its paper ("the clinical one", "For the optimization-modeling agent, ...
-            # is it ...?") may mean one the last answer did not list: the paper the question alone retrieves first
-            # joins the candidates, and the evidence choice picks the one described.
-            found = self.retriever.search(question, top_k=1).hits
-            extra = tuple(h.paper.paper_id for h in found if h.paper.paper_id not in pinned)
-            if extra:
-                pinned, q = pinned + extra, replace(q, described=True)
-        if pinned:
-            papers = self.retriever.catalog.get_many(pinned)
-            titles = "; ".join(papers[p].title for p in pinned if p in papers)
-            q = q.in_context(f"{question} (about: {titles[:400]})", pinned)
+        focus = conversation.resolve(question, q, history, self._locate, self._first)
+        if focus.papers:
+            papers = self.retriever.catalog.get_many(focus.papers)
+            titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
+            q = q.in_context(f"{question} (about: {titles[:400]})", focus.papers, focus.described)
         else:
             q = q.in_context(focus.searched)
         return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched))
@@ -226,6 +217,10 @@ class Assistant:
             filters = replace(filters or Filters(), paper_ids=frozenset(q.pinned))
         top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0)
         return self.retriever.search(q.searched, filters, top_k=top_k)
+
+    def _first(self, text: str) -> str | None:
+        """The paper a text alone retrieves first."""
+        return next((h.paper.paper_id for h in self.retriever.search(text, top_k=1).hits), None)
 
     def _locate(self, sentence: str) -> str | None:
         """The paper that states an earlier answer's sentence (that sentence was checked against it)."""

@@ -139,11 +139,13 @@ class Question:
             return _DESCRIBED.sub(" ", self.ask or self.scored)
         return self.ask or self.scored
 
-    def in_context(self, searched: str, pinned: tuple[str, ...] = ()) -> Question:
+    def in_context(self, searched: str, pinned: tuple[str, ...] = (), described: bool = False) -> Question:
         """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",
-        "the first two") make it a summary of those papers."""
-        kind = "summary" if len(pinned) > 1 and not self.described else self.kind
-        return replace(self, searched=searched, pinned=pinned, kind=kind)
+        "the first two") make it a summary of those papers. `described`: the pinned papers are candidates for the
+        one the question describes (`conversation.Focus.described`)."""
+        described = self.described or described
+        kind = "summary" if len(pinned) > 1 and not described else self.kind
+        return replace(self, searched=searched, pinned=pinned, kind=kind, described=described)
 
     def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...]) -> Question:
         return replace(self, absent=absent, rare=rare)

@@ -411,6 +411,28 @@ def test_a_follow_up_that_asks_for_a_paper_of_its_own_is_not_pinned_to_the_last_
     assert focus("Which paper uses it?") == ("conjoint",)
 
 
+def test_a_follow_up_describing_its_paper_also_considers_the_one_it_retrieves_first() -> None:
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "Which papers show a small model matching large ones?"},
+               {"role": "assistant", "content": "SERA [1]. NITP [2].", "paper_ids": ["sera", "nitp"]}]
+
+    def focus(question: str, first: str | None) -> tuple[tuple[str, ...], bool]:
+        got = resolve(question, Q.read(question), history, locate=lambda s: None, first=lambda text: first)
+        return got.papers, got.described
+
+    # A paper the last answer did not list joins the candidates; the question describes one of them.
+    assert focus("For the optimization-modeling agent, which base model is it built on?", "optminer") == (
+        ("sera", "optminer"), True)
+    assert focus("Which datasets does the few-shot one use?", "fsl") == (("sera", "nitp", "fsl"), True)
+    # Retrieval's first paper already among them: nothing added.
+    assert focus("For the optimization-modeling agent, which base model is it built on?", "sera") == (("sera",),
+                                                                                                     False)
+    # "it" alone, or "the second one", points back without a candidate.
+    assert focus("What base model is it built on?", "optminer") == (("sera",), False)
+    assert focus("Which datasets does the second one use?", "optminer") == (("nitp",), False)
+
+
 def test_where_to_get_the_code_does_not_put_a_paper_on_a_topic() -> None:
     from rag.evidence import topical
 

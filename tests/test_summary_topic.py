@@ -1,7 +1,8 @@
 """How a summary question's topic is read and a paper judged on it (rag.evidence): the alternatives a "which papers
-...?" question names, the share of one alternative's rare words a paper's text holds, and the per-paper rule."""
+...?" question names, the share of one alternative's rare words a paper's text holds, and the per-paper rule.
+Availability statements are in test_answer_first.py."""
 
-from rag.evidence import topic_alternatives, topic_cover, topical
+from rag.evidence import topic_alternatives, topic_cover
 
 
 def test_alternatives_split_on_or_slash_and_commas() -> None:
@@ -18,13 +19,6 @@ def test_a_paper_covers_the_topic_through_any_one_alternative() -> None:
     assert topic_cover(alternatives, "Repository agents fix code.") == 0.5  # "agents" without "llm"
     assert topic_cover(alternatives, "Assistive agents for LLM users.") == 1.0
     assert topic_cover(alternatives, "Point clouds.") == 0.0
-
-
-def test_availability_statements_do_not_put_a_paper_on_a_topic() -> None:
-    text = "We retrieve images. Code is available at https://github.com/x/y."
-    assert topical(text, "Which papers release their code?") == text  # asked about: kept
-    assert topical(text, "Which papers work on code?") == "We retrieve images."
-    assert "github" in topical(text, "Which papers make their code available on github?")
 
 
 def test_a_paper_is_listed_on_cover_and_sentence_or_on_a_very_close_sentence() -> None:
