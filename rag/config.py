@@ -256,7 +256,10 @@ class Answering(Group):
                                                       "share of one topic alternative's rare-word weight ...")
     summary_min_sentence: float = Field(0.4, description="... and its best sentence scores at least this against "
                                                          "the question")
-    summary_sure_sentence: float = Field(0.55, description="or its best sentence alone scores at least this")
+    summary_sure_sentence: float = Field(0.55, description="or its best sentence alone scores at least this ...")
+    summary_sure_cover: float = Field(0.1, description="... while its text holds at least this share of the "
+                                                       "alternative's rare-word weight (one close sentence does not "
+                                                       "put a paper sharing none of the topic's words on it)")
     summary_min_idf: float = Field(1.8, description="words commoner than this idf (in most chunks) do not name a "
                                                     "topic")
     support_similarity: float = Field(0.6, description="an answer sentence paraphrases its cited paper when its "

@@ -236,7 +236,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
 
     A paper is on the topic when its text holds most of one topic alternative's rare words (idf-weighted, words
     common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
-    sentence alone is very close. No cut relative to the other papers: a fifth relevant paper is listed however far
+    sentence is very close and its text holds at least some of those words ("few-shot learning" does not take in a
+    contrastive-learning paper through one sentence about learning from few images). No cut relative to the other papers: a fifth relevant paper is listed however far
     the fourth is above it. The thresholds are `knobs.summary_*`.
     """
     if not hits:
@@ -253,8 +254,10 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         best = max((x for s, x in sents if topical(s, question.scored)), default=0.0)
         text = topical(h.paper.raw, question.scored) + " " + h.paper.title
         cover = topic_cover(alternatives, text) if alternatives else 0.0
+        # Without rare topic words (a topic of common words only) the sentence alone decides.
+        sure_cover = knobs.summary_sure_cover if alternatives else 0.0
         if ((cover >= knobs.summary_min_cover and best >= knobs.summary_min_sentence)
-                or best >= knobs.summary_sure_sentence):
+                or (best >= knobs.summary_sure_sentence and cover >= sure_cover)):
             kept.append((best + cover, h, sents))
     if not kept:  # nothing clearly on the topic: the closest paper, so the answer still says something cited
         h = hits[0]

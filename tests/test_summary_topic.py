@@ -22,7 +22,8 @@ def test_a_paper_covers_the_topic_through_any_one_alternative() -> None:
 
 
 def test_a_paper_is_listed_on_cover_and_sentence_or_on_a_very_close_sentence() -> None:
-    """The per-paper rule: most of the topic's rare words and a close enough sentence, or a very close sentence."""
+    """The per-paper rule: most of the topic's rare words and a close enough sentence, or a very close sentence in a
+    paper holding some of them (`summary_sure_cover`)."""
     from fakes import HashEmbedder
 
     from rag import question as Q
@@ -37,7 +38,15 @@ def test_a_paper_is_listed_on_cover_and_sentence_or_on_a_very_close_sentence() -
     close = make_paper("Papers learn from data and papers.", "a.txt", 1)  # close in words, no rare topic word
     off = make_paper("Policies of offline shops differ in many ways and across regions.", "a.txt", 2)  # ~0.53
     idf = {"policies": 3.0, "offline": 3.0}  # "papers", "learn" and "data" are common: not topic words
-    knobs = Answering(summary_min_cover=0.6, summary_min_sentence=0.6, summary_sure_sentence=0.8)
-    blocks = relevant_papers(q, emb.embed([q.scored])[0], [Hit(p, 1.0) for p in (on, close, off)],
-                             SentenceScorer(emb, knobs), lambda ws: {w: idf[w] for w in ws if w in idf}, knobs)
-    assert [b.hit.paper for b in blocks] == [on, close]  # `off` holds the words, its sentence is not close
+    partly = make_paper("Papers learn from offline data and papers.", "a.txt", 3)  # close, one rare word of two
+
+    def listed(rare: dict[str, float] = idf, **sure: float) -> list[object]:
+        knobs = Answering(summary_min_cover=0.6, summary_min_sentence=0.6, summary_sure_sentence=0.8, **sure)
+        blocks = relevant_papers(q, emb.embed([q.scored])[0], [Hit(p, 1.0) for p in (on, close, off, partly)],
+                                 SentenceScorer(emb, knobs), lambda ws: {w: rare[w] for w in ws if w in rare}, knobs)
+        return [b.hit.paper for b in blocks]
+
+    # `off` holds the words but its sentence is not close; `close` shares none of the topic's rare words
+    assert listed() == [on, partly]
+    assert listed(summary_sure_cover=0.0) == [on, partly, close]  # the sentence alone decides
+    assert close in listed(rare={})  # a topic of common words only: nothing to hold, the sentence decides
