@@ -24,7 +24,7 @@ from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
-from .text import MARKER, has_quantity, split_sentences, tokens
+from .text import MARKER, expansion_of, has_quantity, split_sentences, tokens
 
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
@@ -166,9 +166,38 @@ def holds_noun(text: str, noun: str) -> bool:
     return bool(noun) and noun[:5] in _stems(text)
 
 
+def definition(blocks: list[Evidence], intent: Question) -> tuple[int, str, str] | None:
+    """(n, name, expansion) where evidence paper n spells out the name an expansion question asks about ("What
+    does GHM stand for?" -> "geometric horizon models (GHM)"), the best paper first; its whole abstract is read, not
+    only the evidence sentences, and never a sentence addressed to an assistant."""
+    if intent.wants != "expansion" or not intent.acronym:
+        return None
+    for b in blocks:
+        text = " ".join(s for s in split_sentences(b.hit.paper.abstract) if not addressed(s))
+        found = expansion_of(intent.acronym, text)
+        if found:
+            return b.n, sanitize_source(found[0]), sanitize_source(found[1])
+    return None
+
+
 def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Answering = Answering()) -> str:
     """The evidence sentence (or its clause) that best holds the answer, then the next one that adds to it, cited;
-    a which-paper question names the paper first."""
+    a which-paper question names the paper first. An expansion the evidence defines is the answer itself: "GHM
+    stands for geometric horizon models [1]." A question asking more goes on with the evidence answer to the rest,
+    which alone answers when it spells the name out too."""
+    defined = definition(blocks, intent)
+    if defined:
+        n, name, words = defined
+        text = _cite(f"{name} stands for {words}", n)
+        if not intent.compound:
+            return text
+        rest = _from_evidence(blocks, intent, raw, knobs)
+        # One evidence sentence spelling the name out and answering the rest answers both at once.
+        return rest if words.lower() in rest.lower() else f"{text} {rest}".strip()
+    return _from_evidence(blocks, intent, raw, knobs)
+
+
+def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: Answering) -> str:
     picked = best_sentence(blocks, intent, raw, knobs)
     if picked is None:
         return ""
@@ -223,7 +252,10 @@ def counts_the_unit(sentence: str, cites: tuple[int, ...], blocks: list[Evidence
     more than "26x cheaper" counts trajectories; "200,000 [1]." does when the paper says "200,000 trajectories"."""
     if intent.wants != "number" or not intent.unit:
         return True
-    units = {w[:5] for w in intent.unit}
+    # The unit is the head noun of each unit asked: "how many synthetic trajectories" counts trajectories, and "26x
+    # cheaper than synthetic data methods" names "synthetic" without counting any.
+    heads = [tokens(part)[-1:] for part in re.split(r"\s+(?:and|or)\s+|,\s*", intent.unit_phrase)]
+    units = {h[0][:5] for h in heads if h and h[0] in intent.unit} or {w[:5] for w in intent.unit}
     nums = set(numbers_in(sentence))
     if not nums:
         return False
@@ -242,6 +274,9 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
                and not (knobs.opening_sentence_penalty and intent.wants != "expansion"
                         and restates_opening(s, c.cites, blocks))
                and (not knobs.number_needs_unit or counts_the_unit(s, c.cites, blocks, intent))]
+    defined = definition(blocks, intent)
+    if defined:  # an expansion the evidence spells out: the model's sentence answers only when it holds it
+        holding = [i for i in holding if defined[2].lower() in kept[i][0].lower()]
     if not holding:
         return fallback(blocks, intent, raw, knobs), "extractive", []
     # Of the model's sentences holding what was asked, the one restating the evidence sentence that ranks highest

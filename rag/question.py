@@ -88,6 +88,10 @@ _LEAD = re.compile(r"^\s*(?:in|for|according to|within|from)\s+(?:the|a|an|this|
 _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:paper|work|study|method|framework|"
                    r"approach|model|generator|algorithm)\b((?:\s+(?:on|about|that|which|where|for)\b[^?]*)?)"
                    r"(?=\s*\?\s*$)", re.IGNORECASE)
+# A name an expansion question asks to spell out: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs").
+_ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
+# A second question after the first: "What does SVG stand for, and what does it not need ...?"
+_SECOND = re.compile(r"(?:,\s*|\band\s+)(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
                       r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
                       re.IGNORECASE)
@@ -108,6 +112,8 @@ class Question:
     new_subject: bool = False  # asks for a paper of its own ("is there a paper that ...?") or says it changes subject
     noun: str = ""  # the noun a "what/which ..." question asks for: "which datasets does ..." -> "datasets"
     ask: str = ""  # what is asked, without the clause describing the paper (`ask_part`); "" when that is all of it
+    acronym: str = ""  # the name an expansion question asks to spell out: "What does GHM stand for?" -> "GHM"
+    compound: bool = False  # asks a second thing: "What does SVG stand for, and what does it not need?"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -208,11 +214,14 @@ def read(question: str) -> Question:
     # one of _NOT_ASKED or a verb.
     opens = (m.group(1) + m.group(2)).split()[0].lower() if m else ""
     noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
+    ask = ask_part(question)
+    named = _ACRONYM.search(ask or question) if "expansion" in asks else None
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_phrase=quantity.group(1).strip() if quantity else "", authors=bool(_AUTHORS.search(question)),
                     refers_back=bool(_BACK.search(question)) or described, described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
-                    noun=noun, ask=ask_part(question), new_subject=_new_subject(question))
+                    noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
+                    compound=bool(_SECOND.search(question, 1)))
 
 
 def pointed_at(question: str, count: int) -> list[int]:

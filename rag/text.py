@@ -202,6 +202,23 @@ def _expansion_words(name: str, expansion: str, name_first: bool) -> list[str] |
     return None
 
 
+def expansion_of(name: str, text: str) -> tuple[str, str] | None:
+    """(the name as written, the words spelling it out) where the text defines `name`: "geometric horizon models
+    (GHM)" or "SOLAR (Self-supervised jOint LeArning ...)"; a plural asked ("AMCEs") also finds the singular defined.
+    None when the text never spells it out. The first definition wins."""
+    wanted = {name, name[:-1]} if name.endswith("s") and len(name) > 2 else {name}
+    for sentence in split_sentences(text):
+        if len(sentence) > 600:  # as in derive_title: no definition lives in a giant run-on
+            continue
+        candidates = [(m.start(), m.group(1), m.group(2), True) for m in _NAME_THEN_EXPANSION.finditer(sentence)]
+        candidates += [(m.start(), m.group(2), m.group(1), False) for m in _EXPANSION_THEN_NAME.finditer(sentence)]
+        for _, found, expansion, name_first in sorted(candidates):
+            words = _expansion_words(found, expansion.strip(), name_first) if found in wanted else None
+            if words:
+                return found, " ".join(words)
+    return None
+
+
 def derive_title(text: str, max_len: int = 100, skip: Callable[[str], bool] | None = None) -> str:
     """A short display title for an abstract: its named method and expansion, else its opening sentence.
 

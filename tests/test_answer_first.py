@@ -378,14 +378,18 @@ def test_the_paper_the_whole_question_retrieved_outweighs_one_sentence_echoing_i
 def test_a_count_asked_for_is_answered_by_a_number_of_that_unit() -> None:
     from rag.config import Answering
 
-    svg = make_paper("Our agents are 26x cheaper than reinforcement learning. Applied to a larger corpus of "
-                     "codebases, SVG generated 200,000 synthetic trajectories.", "s.txt", 0)
+    # "synthetic" is in the 26x sentence too: the count asked for is of trajectories, the phrase's head noun.
+    svg = make_paper("Our agents are 26x cheaper than reinforcement learning and previous synthetic data methods. "
+                     "Applied to a larger corpus of codebases, SVG generated 200,000 synthetic trajectories.",
+                     "s.txt", 0)
     q = Q.read("How many synthetic trajectories were generated when SVG was applied to a larger corpus?")
     blocks = [block(svg, scores=[0.5, 0.9])]
     assert not compose.counts_the_unit("26x [1].", (1,), blocks, q)
     assert compose.counts_the_unit("200,000 [1].", (1,), blocks, q)  # the paper counts trajectories with it
     assert compose.counts_the_unit("It generated 200,000 trajectories [1].", (1,), blocks, q)
     assert compose.counts_the_unit("26x [1].", (1,), blocks, Q.read("How much cheaper is it?"))  # no unit asked
+    both = Q.read("How many synthetic trajectories and data methods are there?")  # a unit of each part
+    assert compose.counts_the_unit("26x [1].", (1,), blocks, both)
     sentences, checks = checked("26x [1].", q.text, blocks)
     assert checks[0].supported  # the paper does say 26x: supported, but not a count of trajectories
     text, mode, _ = compose.factoid(sentences, checks, blocks, q, "26x [1].", Answering(number_needs_unit=True))
@@ -458,3 +462,42 @@ def test_an_evidence_answer_naming_the_noun_asked_for_needs_no_second_sentence()
     assert short == "Errors drop across the MiniImageNet and TieredImageNet benchmarks [1]."
     longer = compose.fallback(blocks, q, knobs=Answering(noun_completes=False))
     assert longer.startswith(short) and "prototype drift" in longer
+
+
+GHM = make_paper("Model-based RL learns values on imagined trajectories. While geometric horizon models (GHM) "
+                 "alleviate compounding errors, they assume one fixed discount. To this end, we introduce universal "
+                 "horizon models (UHM), a generalization of GHM that predicts future states under any horizon.",
+                 "a.txt", 5)
+
+
+def test_an_expansion_the_evidence_defines_is_the_answer_itself() -> None:
+    """"What does GHM stand for?" is answered "GHM stands for geometric horizon models [1]." from the sentence that
+    defines it, even when a sentence about a different name (UHM) that mentions GHM scores higher."""
+    from rag.text import expansion_of
+
+    assert expansion_of("GHM", GHM.abstract) == ("GHM", "geometric horizon models")
+    assert expansion_of("AMCEs", "We report Average Marginal Component Effects (AMCE).") == (
+        "AMCE", "Average Marginal Component Effects")  # the plural asked, the singular defined
+    assert expansion_of("SOLAR", SOLAR.abstract) is None  # named, never spelt out
+
+    q = Q.read("What does GHM stand for in the offline model-based RL paper?")
+    assert (q.wants, q.acronym, q.compound) == ("expansion", "GHM", False)
+    blocks = [block(GHM, scores=[0.2, 0.5, 0.9])]
+    assert compose.fallback(blocks, q) == "GHM stands for geometric horizon models [1]."
+    # A model sentence that does not hold the expansion gives way to it; one that does answers.
+    for said, first in (("We introduce universal horizon models (UHM), a generalization of GHM [1].",
+                         "GHM stands for geometric horizon models [1]."),
+                        ("Geometric horizon models (GHM) alleviate compounding errors [1].",
+                         "Geometric horizon models (GHM) alleviate compounding errors [1].")):
+        sentences, checks = checked(said, q.text, blocks)
+        assert checks[0].supported
+        out, _, _ = compose.factoid(sentences, checks, blocks, q, said)
+        assert out.startswith(first), (said, out)
+    # A question asking more goes on to the evidence answer to it; no definition in the evidence: as before.
+    more = Q.read("What does GHM stand for, and what does UHM predict?")
+    assert more.compound and compose.fallback(blocks, more).startswith(
+        "GHM stands for geometric horizon models [1]. ")
+    both = Q.read("What does GHM stand for, and what does it alleviate?")  # one sentence answers both
+    assert compose.fallback([block(GHM, scores=[0.2, 0.9, 0.5])], both).startswith("While geometric horizon models")
+    unknown = Q.read("What does XYZ stand for?")
+    assert unknown.acronym == "XYZ" and "stands for" not in compose.fallback(blocks, unknown)
