@@ -237,8 +237,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     A paper is on the topic when its text holds most of one topic alternative's rare words (idf-weighted, words
     common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
     sentence is very close and its text holds at least some of those words ("few-shot learning" does not take in a
-    contrastive-learning paper through one sentence about learning from few images). No cut relative to the other papers: a fifth relevant paper is listed however far
-    the fourth is above it. The thresholds are `knobs.summary_*`.
+    contrastive-learning paper through one sentence about learning from few images). No cut relative to the other
+    papers: a fifth relevant paper is listed however far the fourth is above it. The thresholds are `knobs.summary_*`.
     """
     if not hits:
         return []
