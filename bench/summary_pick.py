@@ -1,7 +1,8 @@
 """The papers a summary lists, without the model: recall and precision of the listing against the gold papers, at
-each value of `answer.summary_min_sentence`.
+each value of `answer.summary_min_sentence` (or of another summary setting, `--setting`).
 
-`python -m bench.summary_pick --data-dir DIR [--split dev] [--min-sentence 0.3,0.32,0.35,0.4]` reads every
+`python -m bench.summary_pick --data-dir DIR [--split dev] [--values 0.3,0.32,0.35,0.4]
+[--setting summary_sure_cover|summary_sure_sentence|summary_min_cover]` (`--min-sentence` is `--values`) reads every
 "which papers ...?" / "summarize ..." question (kind multi) of one split of eval/qa.jsonl, reads and retrieves it with
 the pipeline (`Assistant.read`, `Assistant.retrieve`) and lists its papers with the pipeline's own `relevant_papers`
 (cut at `answer.summary_max_papers`), the other answer settings as configured. It prints, per value and per subset
@@ -17,11 +18,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .measure import machine
-from .sweep import setup
+from .sweep import setup, swept
 
 
-def listings(assistant: Any, questions: Iterable[Any], values: Sequence[float]) -> list[dict[str, Any]]:
-    """Per summary question: its id, subset, gold and the paper ids listed at each `summary_min_sentence`."""
+def listings(assistant: Any, questions: Iterable[Any], values: Sequence[float],
+             setting: str = "summary_min_sentence") -> list[dict[str, Any]]:
+    """Per summary question: its id, subset, gold and the paper ids listed at each value of `setting`."""
     from rag.evidence import SentenceScorer, relevant_papers
 
     lexical = assistant.retriever.lexical
@@ -34,7 +36,7 @@ def listings(assistant: Any, questions: Iterable[Any], values: Sequence[float]) 
         retrieved = assistant.retrieve(read)
         listed = {}
         for v in values:
-            knobs = assistant.settings.answer.model_copy(update={"summary_min_sentence": v})
+            knobs = assistant.settings.answer.model_copy(update={setting: v})
             blocks = relevant_papers(read, retrieved.query_vector, retrieved.hits,
                                      SentenceScorer(assistant.embedder, knobs), idf, knobs)
             listed[v] = [b.hit.paper.paper_id for b in blocks[:knobs.summary_max_papers]]
@@ -56,9 +58,11 @@ def scores(rows: Sequence[dict[str, Any]], value: float) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    split, assistant, questions, values = setup("bench.summary_pick", __doc__, "--min-sentence", "0.3,0.32,0.35,0.4",
-                                                "summary_min_sentence", argv)
-    rows = listings(assistant, [q for q in questions if q.kind == "multi"], values)
+    others = ("summary_sure_cover", "summary_sure_sentence", "summary_min_cover")
+    split, assistant, questions, values = setup("bench.summary_pick", __doc__, "--values", "0.3,0.32,0.35,0.4",
+                                                "summary_min_sentence", argv, others, aliases=("--min-sentence",))
+    setting = swept(argv, "summary_min_sentence")
+    rows = listings(assistant, [q for q in questions if q.kind == "multi"], values, setting)
     print(f"{split} split, {len(rows)} summary questions, {machine().get('cpu')}")
     for v in values:
         parts = []
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             recall, precision = scores([r for r in rows if r["subset"] == s], v)
             parts.append(f"{s or 'original'} {recall:.3f}/{precision:.3f}")
         recall, precision = scores(rows, v)
-        print(f"summary_min_sentence = {v:g}: recall/precision all {recall:.3f}/{precision:.3f}; {', '.join(parts)}")
+        print(f"{setting} = {v:g}: recall/precision all {recall:.3f}/{precision:.3f}; {', '.join(parts)}")
     return 0
 
 

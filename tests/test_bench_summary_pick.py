@@ -32,3 +32,18 @@ def test_scores_are_mean_recall_and_precision_over_questions_with_gold() -> None
             {"gold": ["x"], "listed": {0.3: ["x"]}},
             {"gold": [], "listed": {0.3: ["y"]}}]  # no gold: not scored
     assert scores(rows, 0.3) == (0.75, 0.625)
+
+
+def test_another_summary_setting_can_be_swept(tmp_path: Path) -> None:
+    """`--setting summary_min_cover`: when no share of the topic's words is needed, more papers are listed than when
+    no paper can hold enough (those left are listed on a very close sentence)."""
+    s = make_settings(tmp_path / "data")
+    emb = HashEmbedder()
+    build_index(s, emb)
+    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    questions = [Question("b", "multi", "Which papers study privacy?", ("6480b13cf7654701",), ())]
+    row = listings(assistant, questions, [0.0, 2.0], "summary_min_cover")[0]
+    assert set(row["listed"][2.0]) < set(row["listed"][0.0])
+    from bench.sweep import swept
+    assert swept(["--data-dir", "d", "--setting", "summary_sure_cover"], "summary_min_sentence") == "summary_sure_cover"
+    assert swept(["--data-dir", "d"], "summary_min_sentence") == "summary_min_sentence"

@@ -1,0 +1,30 @@
+"""bench/paper_vectors.py on a real index of the seeds (fake embedder): one unit vector per paper for each
+representation, in catalog order (a paper's chunk centroid is nearest its own whole-abstract vector)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from fakes import HashEmbedder, ScriptedGenerator
+from helpers import make_settings
+
+from bench.paper_vectors import paper_vectors
+from rag.indexer import build_index
+from rag.pipeline import Assistant
+
+
+def test_each_representation_is_one_unit_vector_per_paper(tmp_path: Path) -> None:
+    s = make_settings(tmp_path / "data")
+    emb = HashEmbedder()
+    build_index(s, emb)
+    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    ids, vectors = paper_vectors(assistant)
+    papers = list(assistant.catalog.iter_papers())
+    assert ids == [p.paper_id for p in papers] and len(ids) > 10
+    assert set(vectors) == {"whole", "centroid", "keyphrases"}
+    for v in vectors.values():
+        assert v.shape[0] == len(ids) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    # Rows are papers in the order of `ids`: each paper's chunk centroid is nearest its own whole-abstract vector.
+    nearest = np.argmax(vectors["centroid"] @ vectors["whole"].T, axis=1)
+    assert list(nearest) == list(range(len(ids)))
