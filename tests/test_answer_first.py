@@ -501,3 +501,40 @@ def test_an_expansion_the_evidence_defines_is_the_answer_itself() -> None:
     assert compose.fallback([block(GHM, scores=[0.2, 0.9, 0.5])], both).startswith("While geometric horizon models")
     unknown = Q.read("What does XYZ stand for?")
     assert unknown.acronym == "XYZ" and "stands for" not in compose.fallback(blocks, unknown)
+
+
+def test_a_name_the_question_writes_picks_its_paper_and_keeps_it_from_abstaining() -> None:
+    """"Which two kinds of experiments were used to evaluate TIED?": TIED is far from every chunk and a paper on
+    evaluation experiments retrieves first. The paper writing "TIED" is chosen (`evidence_name_weight`), not one
+    saying "tied to"; and the gate does not abstain while that paper is among the top three (a rare word that is no
+    name keeps counting in the top paper only)."""
+    from fakes import HashEmbedder
+
+    from rag.answerable import gate
+    from rag.config import Answering
+    from rag.evidence import select_evidence
+
+    screen = make_paper("Screening experiments measure cell images across plates. The results are compared to "
+                        "the controls.", "s.txt", 0)
+    tied = make_paper("We introduce TIED for transformed inputs. Experiments on homographies and PDE symmetries "
+                      "show it restores them.", "t.txt", 1)
+    q = Q.read("Which two kinds of experiments were used to evaluate TIED?")
+    assert q.names == ("TIED",) and q.named_in(tied.raw) == 1.0 and q.named_in("results tied to controls") == 0.0
+    emb = HashEmbedder()
+    hits = [Hit(screen, 0.33, best_similarity=0.19), Hit(tied, 0.30, best_similarity=0.11)]
+
+    def first(weight: float) -> str:
+        scorer = SentenceScorer(emb, Answering(evidence_name_weight=weight))
+        blocks = select_evidence(q, emb.embed([q.text])[0], hits, scorer, max_papers=1, per_paper=2, margin=0.1)
+        return blocks[0].hit.paper.paper_id
+
+    assert first(0.0) == screen.paper_id and first(0.8) == tied.paper_id
+    rare = q.in_corpus((), ("tied",))  # few papers use the word: a name, though the top paper lacks it as one
+    other = make_paper("Graph networks are deployed widely.", "g.txt", 2)
+    assert gate(rare, hits, min_similarity=0.3) is None
+    far = [Hit(other, 0.5, best_similarity=0.1), Hit(other, 0.4, best_similarity=0.1),
+           Hit(other, 0.3, best_similarity=0.1), Hit(tied, 0.2, best_similarity=0.1)]
+    assert gate(rare, far, min_similarity=0.3) == "no abstract is close enough to the question"
+    # A rare word that is no name ("homographies") counts in the top paper only, as before.
+    word = Q.read("Which experiments restore homographies?").in_corpus((), ("homographies",))
+    assert gate(word, hits, min_similarity=0.3) == "no abstract is close enough to the question"
