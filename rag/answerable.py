@@ -3,9 +3,8 @@
 
 The gate abstains when the question names something no abstract contains ("GSM8K"), when nothing was found, or when
 no chunk is close enough to the question (`retrieval.min_similarity`), unless a rare word of the question is in the
-top paper ("What does SOLAR stand for?" is short and far from every chunk, yet only one paper says SOLAR), or one of
-the top three writes a rare name of the question as it does ("TIED"), or the question points back at papers
-already cited ("and its gains?").
+top paper ("What does SOLAR stand for?" is short and far from every chunk, yet only one paper says SOLAR) or the
+question points back at papers already cited ("and its gains?").
 
 Retrieval also finds the paper a near-miss question is about ("How many milliseconds of latency does PrivGate
 add?" finds PrivGate), so a similarity threshold cannot tell it from an answerable one. What gives it away is that
@@ -22,7 +21,6 @@ questions describe what they ask for in their own words ("which surface", "what 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from .question import Question
 from .records import Hit, Paper
@@ -40,17 +38,9 @@ def gate(question: Question, hits: Sequence[Hit], min_similarity: float) -> str 
     if not hits:
         return "no paper matches the question"
     close = max(h.best_similarity for h in hits) >= min_similarity
-    if not close and not question.pinned and not question.distinctive(_words(hits[0].paper)) \
-            and not any(_names(question, h.paper) for h in hits[:3]):
+    if not close and not question.pinned and not question.distinctive(_words(hits[0].paper)):
         return "no abstract is close enough to the question"
     return None
-
-
-def _names(question: Question, paper: Paper) -> bool:
-    """Does the paper write a rare name of the question as the question does? The paper a name points at need not
-    be first: "TIED" is far from every chunk, and a paper on "evaluation experiments" can rank above it."""
-    rare = [n for n in question.names if n.lower() in question.rare]
-    return bool(rare) and replace(question, names=tuple(rare)).named_in(paper.raw + " " + paper.title) > 0
 
 
 def _words(paper: Paper) -> set[str]:

@@ -199,9 +199,6 @@ class Answering(Group):
     evidence_retrieval_weight: float = Field(4.0, description="weight of a paper's retrieval score (fused dense and "
                                                               "BM25, over all its chunks) beside its best sentence "
                                                               "when choosing the evidence paper")
-    evidence_name_weight: float = Field(0.8, description="weight of the share of the question's names (two or "
-                                                         "more capitals: 'TIED', 'PrivGate') a paper writes the same "
-                                                         "way, when choosing the evidence paper")
     evidence_focus_weight: float = Field(4.0, description="inside the evidence paper, weight of a sentence's "
                                                                 "share of the question's words, each weighted by how "
                                                                 "few of the paper's sentences use it (the thing asked "

@@ -100,9 +100,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     idf-weighted words found anywhere in it: a paper that is about the whole question ("coding agents for a
     private repository ... cheaper than reinforcement learning") beats one whose single sentence shares two of its
     words; and `knobs.evidence_retrieval_weight` times its retrieval score, which weighs all its chunks and names
-    (one sentence echoing a description should not outvote the paper the whole question retrieved); and
-    `knobs.evidence_name_weight` times the share of the question's names it writes the same way (`Question.named_in`:
-    "TIED", not "tied to"). Papers within
+    (one sentence echoing a description should not outvote the paper the whole question retrieved). Papers within
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
     with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of
     the question that asks (`Question.ask`), when a clause of it only describes the paper.
@@ -118,8 +116,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         best = max((s for _, s in sents), default=0.0)
         cover = topic_cover([weights], h.paper.raw + " " + h.paper.title) if weights else 0.0
         retrieval = scorer.knobs.evidence_retrieval_weight * h.score
-        named = scorer.knobs.evidence_name_weight * question.named_in(h.paper.raw + " " + h.paper.title)
-        ranked.append((best + cover_weight * cover + retrieval + named, i, h, sents))
+        ranked.append((best + cover_weight * cover + retrieval, i, h, sents))
     top = max(r[0] for r in ranked)
     kept = sorted((r for r in ranked if r[0] >= top - margin), key=lambda r: (-r[0], r[1]))[:max_papers]
     ask_weight = scorer.knobs.evidence_ask_weight

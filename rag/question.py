@@ -88,8 +88,8 @@ _LEAD = re.compile(r"^\s*(?:in|for|according to|within|from)\s+(?:the|a|an|this|
 _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:paper|work|study|method|framework|"
                    r"approach|model|generator|algorithm)\b((?:\s+(?:on|about|that|which|where|for)\b[^?]*)?)"
                    r"(?=\s*\?\s*$)", re.IGNORECASE)
-# A name as written: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs", "PrivGate", "RL").
-_NAME = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]+\b")
+# A name an expansion question asks to spell out: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs").
+_ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 # A second question after the first: "What does SVG stand for, and what does it not need ...?"
 _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
@@ -112,7 +112,6 @@ class Question:
     new_subject: bool = False  # asks for a paper of its own ("is there a paper that ...?") or says it changes subject
     noun: str = ""  # the noun a "what/which ..." question asks for: "which datasets does ..." -> "datasets"
     ask: str = ""  # what is asked, without the clause describing the paper (`ask_part`); "" when that is all of it
-    names: tuple[str, ...] = ()  # names of 3+ characters as written: "How does TIED compare to GHM?" -> TIED, GHM
     acronym: str = ""  # the name an expansion question asks to spell out: "What does GHM stand for?" -> "GHM"
     compound: bool = False  # asks a second thing: "What does SVG stand for, and what does it not need?"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
@@ -156,14 +155,6 @@ class Question:
 
     def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...]) -> Question:
         return replace(self, absent=absent, rare=rare)
-
-    def named_in(self, text: str) -> float:
-        """The share of the question's names the text writes the same way, as a word of its own: "TIED" names the
-        TIED paper, not one saying "tied to"; 0.0 when the question writes no name."""
-        if not self.names:
-            return 0.0
-        return sum(bool(re.search(r"(?<![\w-])" + re.escape(n) + r"(?![\w-])", text)) for n in self.names) \
-            / len(self.names)
 
     def distinctive(self, paper_words: set[str]) -> tuple[str, ...]:
         """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
@@ -224,13 +215,12 @@ def read(question: str) -> Question:
     opens = (m.group(1) + m.group(2)).split()[0].lower() if m else ""
     noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
     ask = ask_part(question)
-    named = _NAME.search(ask or question) if "expansion" in asks else None
+    named = _ACRONYM.search(ask or question) if "expansion" in asks else None
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_phrase=quantity.group(1).strip() if quantity else "", authors=bool(_AUTHORS.search(question)),
                     refers_back=bool(_BACK.search(question)) or described, described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
-                    names=tuple(dict.fromkeys(n for n in _NAME.findall(question) if len(n) >= 3)),
                     compound=bool(_SECOND.search(question, 1)))
 
 
