@@ -5,10 +5,12 @@ previous question's words. So the papers the previous assistant turn cited are r
 from the `paper_ids` a client kept on that message (the chat and the API return them), else by locating each cited
 sentence of that answer in the index (every answer sentence is stated by the paper it cites, so the sentence
 finds its paper). The question's back-reference then picks among them: "it" the first, "the second one" the
-second, "the first two" two, "they" / "compare them" all (`question.pointed_at`). A follow-up that describes its
-paper ("the clinical one", "For the optimization-modeling agent, which base model is it built on?") may mean one the
-last answer did not list: the paper the question alone retrieves first joins the candidates, and the evidence choice
-picks the one described.
+second, "the first two" two, "they" / "compare them" all (`question.pointed_at`); "the two" / "both" the two
+latest papers, reaching back past the last answer when it cited only one (`question.taken_together`). A follow-up
+that describes its paper ("the clinical one", "And the paper on learnware specifications, what does it study?",
+"For the optimization-modeling agent, which base model is it built on?") may mean one the last answer did not
+list: the paper the question alone retrieves first joins the candidates, and the evidence choice picks the one
+described.
 
 A question without a back-reference is searched as it is, even after a long conversation: "and which papers use
 diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question; so is one that asks
@@ -39,11 +41,21 @@ class Focus:
     described: bool = False  # the papers are candidates for one the question describes, not all of them
 
 
-def previous_citations(history: Sequence[Message], locate: Callable[[str], str | None]) -> list[str]:
-    """Paper ids the last assistant turn cited, in the order it first cited them."""
-    last = next((m for m in reversed(history) if m.get("role") == "assistant"), None)
-    if last is None:
-        return []
+def previous_citations(history: Sequence[Message], locate: Callable[[str], str | None],
+                       at_least: int = 1) -> list[str]:
+    """Paper ids the last assistant turn cited, in the order it first cited them; when that is fewer than
+    `at_least`, the turns before it add theirs, the latest first ("How do the two differ?" after two answers on one
+    paper each means those two papers)."""
+    papers: list[str] = []
+    for turn in (m for m in reversed(history) if m.get("role") == "assistant"):
+        papers += [p for p in _cited(turn, locate) if p not in papers]
+        if len(papers) >= at_least:
+            break
+    return papers
+
+
+def _cited(last: Message, locate: Callable[[str], str | None]) -> list[str]:
+    """Paper ids one assistant turn cited, in the order it first cited them."""
     kept = last.get("paper_ids")
     if isinstance(kept, list | tuple) and all(isinstance(p, str) for p in kept):
         return list(dict.fromkeys(kept))
@@ -76,11 +88,13 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     """
     if not history or not intent.refers_back or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
-    cited = previous_citations(history, locate)
+    together = Q.taken_together(question)
+    cited = previous_citations(history, locate, at_least=together or 1)
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
-    picked = tuple(cited) if intent.described else tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
+    picked = tuple(cited) if intent.described else tuple(cited[:together]) if together >= 2 and len(cited) >= 2 \
+        else tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
     if intent.described or (intent.ask and len(picked) == 1):  # "the few-shot one", "For the X agent, ... it ...?"
         extra = first(question)
         if extra and extra not in picked:

@@ -41,12 +41,16 @@ WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|
                         r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?)\b|\bname",
                         re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)
+# "the two" as papers: "the two (papers)" before a verb or the end, not "the two kinds of experiments".
+_THE_N = (r"the (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|models))?(?=\s*[?.,;]|\s+(?:differ|"
+          r"compare|have|has|share|use|do|does|did|are|were|is|agree|relate|overlap|handle|address|achieve|report|"
+          r"perform|mean|need|rely|train|evaluate|work)\b)")
 # Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
 # refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always.
 _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|this (paper|work|method|"
                    r"approach|model|one)|that (paper|work|method|approach|model|one)|the (same|former|latter) ?\w*|"
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
-                   r"the (first|last) (two|three)|the (paper|method|approach|framework|model)|"
+                   r"the (first|last) (two|three)|" + _THE_N + r"|the (paper|method|approach|framework|model)|"
                    r"compare them|each of them|one of them)\b", re.IGNORECASE)
 # A question that asks for a paper of its own, or says it changes the subject: its "it" / "its" is that new paper
 # ("Something else: is there a paper that recommends meals, and what is its dataset called?"); see _new_subject.
@@ -62,7 +66,10 @@ _ORDINAL = re.compile(r"\b(?:the )?(first|second|third|fourth|fifth|last)(?: (on
 _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNORECASE)
 # "the few-shot one", "the database paper": an earlier paper named by what it is about (not "the second one").
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
-                        r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b", re.IGNORECASE)
+                        r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b|"
+                        r"\bthe (?:paper|work|study) (?:on|about) [\w\-]+(?: [\w\-]+){0,3}", re.IGNORECASE)
+# "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
+_TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
 _COUNTS = {"two": 2, "three": 3, "2": 2, "3": 3}
 _AUX_WORDS = "does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may"
 _AUX = f"(?:{_AUX_WORDS})"
@@ -83,7 +90,8 @@ _NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower
 # The clause that only describes which paper is meant, before or after what is asked: "In the work on RL that ...,
 # what estimator is proposed?", "According to the X paper, ...", "What does GHM stand for in the offline RL paper?".
 _WH = r"(?:what|which|how|who|where|when|why|does|do|did|is|are|was|were|can|could|has|have)"
-_LEAD = re.compile(r"^\s*(?:in|for|according to|within|from)\s+(?:the|a|an|this|that|its|their)\s+[^?]*?,\s*"
+_LEAD = re.compile(r"^\s*(?:(?:in|for|according to|within|from)\s+(?:the|a|an|this|that|its|their)\s+|"
+                   r"(?:(?:and|also|now|so)\s+)?the\s+(?:paper|work|study)\s+(?:on|about)\s+)[^?]*?,\s*"
                    r"(?=(?:and\s+)?(?:[\w\-]+\s+){0,3}?" + _WH + r"\b)", re.IGNORECASE)
 _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:paper|work|study|method|framework|"
                    r"approach|model|generator|algorithm)\b((?:\s+(?:on|about|that|which|where|for)\b[^?]*)?)"
@@ -222,6 +230,15 @@ def read(question: str) -> Question:
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
                     compound=bool(_SECOND.search(question, 1)))
+
+
+def taken_together(question: str) -> int:
+    """How many earlier papers the question takes together when it says a count rather than which ones: "How do
+    the two differ?" -> 2, "Do both use RL?" -> 2; 0 otherwise ("the first two" says which: `pointed_at`)."""
+    if _FIRST_N.search(question):
+        return 0
+    m = _TAKEN_TOGETHER.search(question)
+    return (_COUNTS[m.group(1).lower()] if m.group(1) else 2) if m else 0
 
 
 def pointed_at(question: str, count: int) -> list[int]:

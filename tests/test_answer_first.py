@@ -501,3 +501,27 @@ def test_an_expansion_the_evidence_defines_is_the_answer_itself() -> None:
     assert compose.fallback([block(GHM, scores=[0.2, 0.9, 0.5])], both).startswith("While geometric horizon models")
     unknown = Q.read("What does XYZ stand for?")
     assert unknown.acronym == "XYZ" and "stands for" not in compose.fallback(blocks, unknown)
+
+
+def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -> None:
+    """"How do the two differ?" after two answers on one paper each takes both papers, reaching past the last
+    answer; "And the paper on learnware specifications, what does it study?" describes a paper the last answer did not
+    cite, so the paper the question retrieves first joins the candidates. "the two kinds of ..." points at nothing."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "What does PrivGate do?"},
+               {"role": "assistant", "content": "PrivGate gates reasoning [1].", "paper_ids": ["privgate"]},
+               {"role": "user", "content": "And the learnware paper, what does it study?"},
+               {"role": "assistant", "content": "Learnware specifications [1].", "paper_ids": ["learnware"]}]
+
+    def focus(question: str, turns: int = 4, first: str | None = None) -> tuple[tuple[str, ...], bool]:
+        got = resolve(question, Q.read(question), history[:turns], locate=lambda s: None, first=lambda text: first)
+        return got.papers, got.described
+
+    assert Q.taken_together("How do the two differ?") == 2 and Q.taken_together("Do both use RL?") == 2
+    assert focus("How do the two differ?") == (("learnware", "privgate"), False)
+    assert focus("Do both use RL?") == (("learnware", "privgate"), False)
+    assert focus("What does it study?") == (("learnware",), False)  # "it": the last answer's paper alone
+    assert not Q.read("What are the two kinds of experiments?").refers_back
+    assert focus("And the paper on learnware specifications, what does it study?", turns=2, first="learnware") == (
+        ("privgate", "learnware"), True)
