@@ -12,7 +12,8 @@ the index, three candidate paper vectors:
 For every single-paper question of one split of eval/qa.jsonl it reads and retrieves the question with the pipeline
 (`Assistant.read`, `Assistant.retrieve`), adds weight x cosine(question, paper vector) to each hit's score, and
 counts how often the first hit (Recall@1) and the first evidence paper (the pipeline's own `select_evidence`) are
-gold, per subset ("" = the original questions). DIR must hold an ingested index of the seeds.
+gold, per subset ("" = the original questions), beside how often each paper vector alone ranks a gold paper
+first. DIR must hold an ingested index of the seeds.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = [("retrieval as is", 0.0)] + [(name, w) for name in vectors for w in weights]
     first: dict[tuple[str, float], Counter[str]] = {c: Counter() for c in configs}
     evidence: dict[tuple[str, float], Counter[str]] = {c: Counter() for c in configs}
+    alone: dict[str, Counter[str]] = {name: Counter() for name in vectors}  # the paper vector's own first paper
     total: Counter[str] = Counter()
     for q in questions:
         if q.kind in ("unanswerable", "multi"):
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         total[q.subset] += 1
         qvec = assistant.embedder.embed([q.question])[0] if read.pinned else retrieved.query_vector
+        for name, v in vectors.items():
+            alone[name][q.subset] += ids[int(np.argmax(v @ retrieved.query_vector))] in q.gold
         for name, w in configs:
             hits = retrieved.hits
             if w:
@@ -93,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     def counts(c: Counter[str]) -> str:
         return ", ".join(f"{s or 'original'} {c[s]}/{total[s]}" for s in sorted(total))
 
+    for name, c in alone.items():
+        print(f"{name} alone, over every paper: first paper gold {counts(c)}")
     for c in configs:
         label = c[0] if not c[1] else f"+ {c[1]:g} x {c[0]}"
         print(f"{label}: first hit gold {counts(first[c])}; first evidence paper gold {counts(evidence[c])}")

@@ -252,10 +252,8 @@ def counts_the_unit(sentence: str, cites: tuple[int, ...], blocks: list[Evidence
     more than "26x cheaper" counts trajectories; "200,000 [1]." does when the paper says "200,000 trajectories"."""
     if intent.wants != "number" or not intent.unit:
         return True
-    # The unit is the head noun of each unit asked: "how many synthetic trajectories" counts trajectories, and "26x
-    # cheaper than synthetic data methods" names "synthetic" without counting any.
-    heads = [tokens(part)[-1:] for part in re.split(r"\s+(?:and|or)\s+|,\s*", intent.unit_phrase)]
-    units = {h[0][:5] for h in heads if h and h[0] in intent.unit} or {w[:5] for w in intent.unit}
+    # The head noun counts: "26x cheaper than synthetic data methods" names "synthetic" without counting trajectories.
+    units = {w[:5] for w in intent.unit_heads}
     nums = set(numbers_in(sentence))
     if not nums:
         return False

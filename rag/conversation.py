@@ -93,8 +93,12 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
-    picked = tuple(cited) if intent.described else tuple(cited[:together]) if together >= 2 and len(cited) >= 2 \
-        else tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
+    if intent.described:
+        picked = tuple(cited)
+    elif together >= 2 and len(cited) >= 2:
+        picked = tuple(cited[:together])
+    else:
+        picked = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
     if intent.described or (intent.ask and len(picked) == 1):  # "the few-shot one", "For the X agent, ... it ...?"
         extra = first(question)
         if extra and extra not in picked:

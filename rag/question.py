@@ -113,6 +113,7 @@ class Question:
     asks: frozenset[str]  # every answer kind the question matches (wants is the first)
     unit: tuple[str, ...]  # a quantity question's unit words: "how many GPUs and hours" -> ("gpus", "hours")
     unit_phrase: str  # ... as asked: "GPUs and hours"
+    unit_heads: tuple[str, ...]  # the head noun of each unit asked: "how many synthetic trajectories" -> trajectories
     authors: bool  # asks who wrote a paper or where they work
     refers_back: bool  # "it", "its", "that paper", "the second one", "compare them" ...
     described: bool  # names an earlier paper by what it is about: "the few-shot one", "the clinical paper"
@@ -224,8 +225,12 @@ def read(question: str) -> Question:
     noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
     ask = ask_part(question)
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
+    phrase = quantity.group(1).strip() if quantity else ""
+    heads = tuple(h[-1] for part in re.split(r"\s+(?:and|or)\s+|,\s*", phrase) if (h := tokens(part))
+                  and h[-1] in unit) or unit
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
-                    unit_phrase=quantity.group(1).strip() if quantity else "", authors=bool(_AUTHORS.search(question)),
+                    unit_heads=heads,
+                    unit_phrase=phrase, authors=bool(_AUTHORS.search(question)),
                     refers_back=bool(_BACK.search(question)) or described, described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",

@@ -202,6 +202,13 @@ def _expansion_words(name: str, expansion: str, name_first: bool) -> list[str] |
     return None
 
 
+def _named_with_expansion(sentence: str) -> list[tuple[int, str, str, bool]]:
+    """(where, name, expansion, whether the name comes first) for each "NAME (Expansion)" and "Expansion (NAME)" of a
+    sentence, the name-first ones first."""
+    return [(m.start(), m.group(1), m.group(2), True) for m in _NAME_THEN_EXPANSION.finditer(sentence)] + \
+        [(m.start(), m.group(2), m.group(1), False) for m in _EXPANSION_THEN_NAME.finditer(sentence)]
+
+
 def expansion_of(name: str, text: str) -> tuple[str, str] | None:
     """(the name as written, the words spelling it out) where the text defines `name`: "geometric horizon models
     (GHM)" or "SOLAR (Self-supervised jOint LeArning ...)"; a plural asked ("AMCEs") also finds the singular defined.
@@ -210,9 +217,7 @@ def expansion_of(name: str, text: str) -> tuple[str, str] | None:
     for sentence in split_sentences(text):
         if len(sentence) > 600:  # as in derive_title: no definition lives in a giant run-on
             continue
-        candidates = [(m.start(), m.group(1), m.group(2), True) for m in _NAME_THEN_EXPANSION.finditer(sentence)]
-        candidates += [(m.start(), m.group(2), m.group(1), False) for m in _EXPANSION_THEN_NAME.finditer(sentence)]
-        for _, found, expansion, name_first in sorted(candidates):
+        for _, found, expansion, name_first in sorted(_named_with_expansion(sentence)):
             words = _expansion_words(found, expansion.strip(), name_first) if found in wanted else None
             if words:
                 return found, " ".join(words)
@@ -233,9 +238,7 @@ def derive_title(text: str, max_len: int = 100, skip: Callable[[str], bool] | No
         if len(sentence) > 600:  # no title lives in a giant run-on; and the regexes below would backtrack on it
             continue
         intro = bool(_INTRO.search(sentence))
-        candidates = [(m.group(1), m.group(2), True) for m in _NAME_THEN_EXPANSION.finditer(sentence)]
-        candidates += [(m.group(2), m.group(1), False) for m in _EXPANSION_THEN_NAME.finditer(sentence)]
-        for name, expansion, name_first in candidates:
+        for _, name, expansion, name_first in _named_with_expansion(sentence):
             words = _expansion_words(name, expansion.strip(), name_first)
             if not words:
                 continue
