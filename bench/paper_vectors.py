@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     def counts(c: Counter[str]) -> str:
         return ", ".join(f"{s or 'original'} {c[s]}/{total[s]}" for s in sorted(total))
 
-    for name, c in alone.items():
-        print(f"{name} alone, over every paper: first paper gold {counts(c)}")
+    for name, firsts in alone.items():
+        print(f"{name} alone, over every paper: first paper gold {counts(firsts)}")
     for c in configs:
         label = c[0] if not c[1] else f"+ {c[1]:g} x {c[0]}"
         print(f"{label}: first hit gold {counts(first[c])}; first evidence paper gold {counts(evidence[c])}")
