@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .config import Embedding
+from .cpu import physical_cores
 from .onnx_embed import FORMAT, OnnxEncoder, runtime_version
 from .records import ConfigError
 
@@ -193,6 +194,7 @@ class OnnxEmbedder:
         self._ingest_batch = settings.ingest_batch_size
         self._tokens = WordPieces(path, self.max_tokens)
         self._lock = threading.Lock()  # one run at a time: the session's threads already use every core
+        self._workers = physical_cores()
         self._onnx = OnnxEncoder(
             None if cache_dir is None else cache_dir / "onnx", stem=f"{self.name}-{settings.backend}",
             key=_export_key(path, settings.backend), export=lambda out: _export(path, settings, out),
@@ -207,8 +209,17 @@ class OnnxEmbedder:
         cache (bench/RESULTS.md). Questions and evidence sentences keep `batch_size`,
         since int8 activations are quantized per batch and the answer rules were calibrated on those scores.
         Batches stay formed by characters: formed by token count they pad less but moved retrieval on the eval
-        (bench/RESULTS.md)."""
-        return self._embed(texts, self._ingest_batch)
+        (bench/RESULTS.md).
+        The batches run side by side, one per physical core (`OnnxEncoder.run_spread`): the same vectors, bit
+        for bit, as one batch at a time on every core, in less time."""
+        groups = _by_length(texts, self._ingest_batch)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._onnx.run_spread(groups, lambda idx: self._tokens.batch([texts[i] for i in idx]),
+                                            workers=self._workers)
+        for idx, v in zip(groups, vectors, strict=True):
+            out[idx] = v
+        return _normalised(out)
 
     def _embed(self, texts: list[str], batch: int) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -17,8 +17,11 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +30,7 @@ from .records import ConfigError
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 FORMAT = 1  # bump when the exported graph changes shape, so old artefacts are rebuilt
 
 
@@ -106,39 +110,72 @@ def artefact(cache_dir: Path, stem: str, key: str, export: Callable[[Path], None
     return model
 
 
+def _options(threads: int) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads  # 0 = one per physical core
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    # No busy-waiting between runs: the two cores are shared with Chroma's threads during ingest and with
+    # llama.cpp right after a query is embedded, and spinning workers would take CPU from both.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return opts
+
+
 class OnnxEncoder:
-    """An onnxruntime session over an exported sentence encoder: token ids in, pooled vectors out."""
+    """An onnxruntime session over an exported sentence encoder: token ids in, pooled vectors out.
+
+    Two ways to run it: `run` (one batch on every core, what a question takes) and `run_spread` (many batches at
+    once, one per core, each on a single thread: what stored chunks take at ingest). One batch of 8 chunks is too
+    little work to keep two threads busy inside each operator; two batches side by side are not. Both give the same
+    vectors bit for bit: threads split a kernel's output, never its sums (tests compare them).
+    """
 
     def __init__(self, cache_dir: Path | None, stem: str, key: str, export: Callable[[Path], None],
                  quantize: bool, threads: int = 0) -> None:
         import onnxruntime as ort
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads  # 0 = one per physical core
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        # No busy-waiting between runs: the two cores are shared with Chroma's threads during ingest and with
-        # llama.cpp right after a query is embedded, and spinning workers would take CPU from both.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             if cache_dir is None:
                 raise OSError("no cache folder given")
-            path = artefact(cache_dir, stem, key, export, quantize)
-            self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            self._graph: str | bytes = str(artefact(cache_dir, stem, key, export, quantize))
         except OSError as e:
-            # e.g. a read-only data folder: build a throwaway copy (the session holds the graph in memory).
+            # e.g. a read-only data folder: build a throwaway copy, kept in memory for the sessions.
             log.warning("ONNX artefact not cached (%s); exporting to a temporary folder", e)
             with tempfile.TemporaryDirectory(prefix="rag-onnx-") as tmp:
-                path = _build(Path(tmp), export, quantize)
-                self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+                self._graph = _build(Path(tmp), export, quantize).read_bytes()
+        try:
+            self._session = ort.InferenceSession(self._graph, _options(threads), providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own types for a graph it cannot run
             raise ConfigError(f"embedding.backend: onnxruntime cannot run {stem}: {e}") from e
+        self._single: Any = None  # the one-thread session run_spread shares between its threads, made on first use
+        self._made = threading.Lock()
         self.inputs = [i.name for i in self._session.get_inputs()]
         width = self._session.get_outputs()[0].shape[-1]
         self.dim: int | None = width if isinstance(width, int) else None  # None: a symbolic width
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """Pooled vectors (not normalised) for one padded batch."""
-        out = self._session.run(None, {name: np.asarray(feeds[name], dtype=np.int64) for name in self.inputs})
+        return self._run(self._session, feeds)
+
+    def run_spread(self, jobs: Iterable[T], feeds: Callable[[T], dict[str, np.ndarray]],
+                   workers: int) -> list[np.ndarray]:
+        """Pooled vectors for each job's batch, in order: `workers` threads each take the next job, build its feeds
+        (tokenizing, which releases the GIL too) and run it on one core. onnxruntime runs one session from several
+        threads at once, so the weights are held once."""
+        jobs = list(jobs)
+        if workers <= 1 or len(jobs) <= 1:
+            return [self.run(feeds(job)) for job in jobs]
+        with self._made:
+            if self._single is None:
+                import onnxruntime as ort
+
+                self._single = ort.InferenceSession(self._graph, _options(1), providers=["CPUExecutionProvider"])
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embed") as pool:
+            return list(pool.map(lambda job: self._run(self._single, feeds(job)), jobs))
+
+    def _run(self, session: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        out = session.run(None, {name: np.asarray(feeds[name], dtype=np.int64) for name in self.inputs})
         return np.asarray(out[0], dtype=np.float32)

@@ -235,3 +235,56 @@ def test_int8_artefact_is_quantized_and_prints_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "MatMulInteger" in done.stdout or "DynamicQuantizeMatMul" in done.stdout, done.stdout
+
+
+def _tiny_encoder(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """An OnnxEncoder over a one-MatMul graph fed token ids (int64 [batch, 8] -> float [batch, 4])."""
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    from rag.onnx_embed import OnnxEncoder
+
+    def export(out: Path) -> None:
+        w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32), "w")
+        graph = helper.make_graph(
+            [helper.make_node("Cast", ["input_ids"], ["x"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["x", "w"], ["y"])], "tiny",
+            [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [None, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])], [w])
+        save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), out)
+
+    return OnnxEncoder(tmp_path, "tiny", "k", export, quantize=False)
+
+
+def test_spread_batches_run_side_by_side_and_come_back_in_order(tmp_path: Path) -> None:
+    """run_spread (what ingest embeds with) gives each job's vectors in job order, the same as `run` gives them,
+    with the jobs' feeds built on as many threads as workers asked for."""
+    import threading
+
+    enc = _tiny_encoder(tmp_path)
+    rng = np.random.default_rng(1)
+    jobs = [rng.integers(0, 50, size=(int(rng.integers(1, 5)), 8)) for _ in range(12)]
+    threads: set[str] = set()
+    met = threading.Barrier(2, timeout=10)  # each worker waits once for the other: two jobs held at once
+
+    def feeds(job: np.ndarray) -> dict[str, np.ndarray]:
+        name = threading.current_thread().name
+        if name not in threads:
+            threads.add(name)
+            met.wait()  # raises BrokenBarrierError when no second worker ever comes
+        return {"input_ids": job}
+
+    got = enc.run_spread(jobs, feeds, workers=2)
+    assert len(threads) == 2 and all(name.startswith("embed") for name in threads)
+    assert len(got) == len(jobs)
+    for job, vectors in zip(jobs, got, strict=True):
+        assert np.array_equal(vectors, enc.run({"input_ids": job}))
+    # One worker, or one job: the plain path, on the calling thread.
+    callers: list[str] = []
+
+    def plain(job: np.ndarray) -> dict[str, np.ndarray]:
+        callers.append(threading.current_thread().name)
+        return {"input_ids": job}
+
+    assert np.array_equal(enc.run_spread(jobs[:1], plain, workers=2)[0], enc.run({"input_ids": jobs[0]}))
+    assert np.array_equal(np.concatenate(enc.run_spread(jobs, plain, workers=1)), np.concatenate(got))
+    assert set(callers) == {threading.current_thread().name}
