@@ -525,3 +525,30 @@ def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -
     assert not Q.read("What are the two kinds of experiments?").refers_back
     assert focus("And the paper on learnware specifications, what does it study?", turns=2, first="learnware") == (
         ("privgate", "learnware"), True)
+
+
+def test_a_model_sentence_not_naming_the_noun_asked_for_gives_way_to_the_evidence_one() -> None:
+    """"Which learnable transform ...?" is not answered by a supported model sentence that names no transform when
+    the paper's own sentence does; a question asking for a name, or whose noun no evidence sentence names, keeps the
+    model's sentence."""
+    from rag.config import Answering
+
+    tfm = make_paper("Irregular multivariate time series are hard to forecast. TFMixer uses a Global Frequency Module "
+                     "to extract spectral features from irregular timestamps. The module employs a learnable "
+                     "Non-Uniform Discrete Fourier Transform (NUDFT) on the raw timestamps.", "t.txt", 0)
+    # Scores as the evidence choice gives them: the sentence naming the noun asked for gains asked_noun_boost.
+    blocks = [block(tfm, scores=[0.2, 0.9, 0.8 + 1.0])]
+    q = Q.read("Which learnable transform does TFMixer use on irregular timestamps?")
+    assert q.noun == "transform"
+    raw = "TFMixer uses a Global Frequency Module to extract spectral features from irregular timestamps [1]."
+    sentences, checks = checked(raw, q.text, blocks)
+    assert checks[0].supported
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(model_names_noun=True))
+    assert mode == "extractive" and text.startswith("The module employs a learnable Non-Uniform Discrete Fourier "
+                                                    "Transform (NUDFT)")
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(model_names_noun=False))
+    assert mode == "generated" and text.startswith("TFMixer uses a Global Frequency Module")
+    # A name asked for: the terse name answers. A noun no evidence sentence names: the model's sentence stays.
+    assert compose.names_asked_noun("SeL [1].", (1,), blocks, Q.read("What is the name of the new loss?"))
+    assert compose.names_asked_noun(raw, (1,), blocks, Q.read("Which optimizer does TFMixer train with?"))
+    assert not compose.names_asked_noun("2 [1].", (1,), blocks, q)
