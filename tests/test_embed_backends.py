@@ -237,8 +237,9 @@ def test_int8_artefact_is_quantized_and_prints_nothing(tmp_path: Path) -> None:
     assert "MatMulInteger" in done.stdout or "DynamicQuantizeMatMul" in done.stdout, done.stdout
 
 
-def _tiny_encoder(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """An OnnxEncoder over a one-MatMul graph fed token ids (int64 [batch, 8] -> float [batch, 4])."""
+def _tiny_encoder(tmp_path: Path | None):  # type: ignore[no-untyped-def]
+    """An OnnxEncoder over a one-MatMul graph fed token ids (int64 [batch, 8] -> float [batch, 4]); None: no cache
+    folder, so the graph is built in a temporary folder and held in memory."""
     from onnx import TensorProto, helper, numpy_helper, save
 
     from rag.onnx_embed import OnnxEncoder
@@ -288,3 +289,6 @@ def test_spread_batches_run_side_by_side_and_come_back_in_order(tmp_path: Path) 
     assert np.array_equal(enc.run_spread(jobs[:1], plain, workers=2)[0], enc.run({"input_ids": jobs[0]}))
     assert np.array_equal(np.concatenate(enc.run_spread(jobs, plain, workers=1)), np.concatenate(got))
     assert set(callers) == {threading.current_thread().name}
+    # Without a cache folder (a read-only data folder) both paths run the graph held in memory.
+    uncached = _tiny_encoder(None)
+    assert np.array_equal(np.concatenate(uncached.run_spread(jobs, plain, workers=2)), np.concatenate(got))
