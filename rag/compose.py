@@ -166,20 +166,29 @@ def holds_noun(text: str, noun: str) -> bool:
     return bool(noun) and noun[:5] in _stems(text)
 
 
+_NUMBER = re.compile(r"[\d.,%×x]+")
 # Nouns that ask for a name without saying what kind of thing it names: "SeL [1]." answers "what is its name?".
 _NAME_NOUNS = frozenset("name names title titles term terms acronym abbreviation".split())
 
 
-def names_asked_noun(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], intent: Question) -> bool:
+def names_asked_noun(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], intent: Question,
+                     terse_words: int = 8) -> bool:
     """Does a model sentence name the noun a what/which question asks for, when the cited paper's evidence does?
     "TFMixer uses a Global Frequency Module (FFT) ..." does not answer "Which learnable transform ...?" while the
     paper's sentence "... a learnable Non-Uniform Discrete Fourier Transform (NUDFT) ..." names one; nor does a bare
-    "2 [1]." answer "What degree of independence ...?" beside "... 2-wise independent permutations". A question
-    whose noun no evidence sentence names (or that asks for a name) leaves the model's sentence as it is."""
+    "2 [1]." answer "What degree of independence ...?" beside "... 2-wise independent permutations". A terse answer
+    (not a bare number) whose every word is in a sentence naming the noun names that thing ("Devstral-Small-2 [1]."
+    for "which model ...?" beside "... matches Devstral-Small-2, an open-weight model"). A question whose noun no
+    evidence sentence names (or that asks for a name) leaves the model's sentence as it is."""
     noun = intent.noun
     if not noun or noun in _NAME_NOUNS or holds_noun(sentence, noun):
         return True
-    return not any(holds_noun(s, noun) for b in blocks if b.n in cites for s in b.sentences)
+    naming = [s for b in blocks if b.n in cites for s in b.sentences if holds_noun(s, noun)]
+    words = _words(sentence)
+    # A bare number names no thing ("2 [1]." is not "2-wise independent"), unless a number is what is asked for
+    # ("What accuracy does it reach?" -> "93.1% [1].").
+    terse = len(words) <= terse_words and (intent.wants == "number" or any(not _NUMBER.fullmatch(w) for w in words))
+    return not naming or (terse and any(words <= set(tokens(s)) for s in naming))
 
 
 def definition(blocks: list[Evidence], intent: Question) -> tuple[int, str, str] | None:
@@ -292,7 +301,8 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     if defined:  # an expansion the evidence spells out: the model's sentence answers only when it holds it
         holding = [i for i in holding if defined[2].lower() in kept[i][0].lower()]
     if knobs.model_names_noun:
-        holding = [i for i in holding if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent)]
+        holding = [i for i in holding
+                   if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
     if not holding:
         return fallback(blocks, intent, raw, knobs), "extractive", []
     # Of the model's sentences holding what was asked, the one restating the evidence sentence that ranks highest

@@ -242,8 +242,9 @@ class Answering(Group):
                                                     "the noun a what/which question asks for gets no second one")
     model_names_noun: bool = Field(True, description="a model sentence answers first only when it names the noun a "
                                                       "what/which question asks for (\"which transform ...?\"), "
-                                                      "if a sentence of its cited paper does; else the evidence "
-                                                      "sentence naming it answers")
+                                                      "if a sentence of its cited paper does (a terse answer "
+                                                      "inside that sentence counts); else the evidence sentence "
+                                                      "naming it answers")
     added_sentence_novelty: float = Field(0.5, description="after a short answer, the next evidence sentence of its "
                                                            "paper is added when at least this share of its words "
                                                            "is new to the answer")

@@ -552,3 +552,12 @@ def test_a_model_sentence_not_naming_the_noun_asked_for_gives_way_to_the_evidenc
     assert compose.names_asked_noun("SeL [1].", (1,), blocks, Q.read("What is the name of the new loss?"))
     assert compose.names_asked_noun(raw, (1,), blocks, Q.read("Which optimizer does TFMixer train with?"))
     assert not compose.names_asked_noun("2 [1].", (1,), blocks, q)
+    # A terse answer whose every word is in the sentence naming the noun names that thing.
+    assert compose.names_asked_noun("NUDFT [1].", (1,), blocks, q)
+    assert compose.names_asked_noun("Non-Uniform Discrete Fourier Transform [1].", (1,), blocks, q)
+    assert not compose.names_asked_noun("FFT [1].", (1,), blocks, q)
+    # A number asked for is answered by the bare number the sentence naming the noun gives.
+    speed = make_paper("We study fast transforms. The NUDFT layer gives a 3.5x speedup over FFT baselines.", "s.txt", 0)
+    asked = Q.read("What speedup does the NUDFT layer give?")
+    assert compose.names_asked_noun("3.5x [1].", (1,), [block(speed)], asked)
+    assert not compose.names_asked_noun("2 [1].", (1,), [block(speed)], asked)
