@@ -146,6 +146,8 @@ class OnnxEncoder:
             log.warning("ONNX artefact not cached (%s); exporting to a temporary folder", e)
             with tempfile.TemporaryDirectory(prefix="rag-onnx-") as tmp:
                 self._graph = _build(Path(tmp), export, quantize).read_bytes()
+        except Exception as e:  # an export or quantization the graph does not survive
+            raise ConfigError(f"embedding.backend: onnxruntime cannot run {stem}: {e}") from e
         try:
             self._session = ort.InferenceSession(self._graph, _options(threads), providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own types for a graph it cannot run
