@@ -292,3 +292,16 @@ def test_spread_batches_run_side_by_side_and_come_back_in_order(tmp_path: Path) 
     # Without a cache folder (a read-only data folder) both paths run the graph held in memory.
     uncached = _tiny_encoder(None)
     assert np.array_equal(np.concatenate(uncached.run_spread(jobs, plain, workers=2)), np.concatenate(got))
+
+
+def test_an_export_that_fails_is_one_config_error(tmp_path: Path) -> None:
+    """The library raises its own error naming the model, whatever the exporter threw; nothing half-made is left."""
+    from rag.onnx_embed import OnnxEncoder
+    from rag.records import ConfigError
+
+    def export(out: Path) -> None:
+        raise RuntimeError("tracer gave up")
+
+    with pytest.raises(ConfigError, match="onnxruntime cannot run broken: tracer gave up"):
+        OnnxEncoder(tmp_path, "broken", "k", export, quantize=False)
+    assert not list(tmp_path.glob("broken*"))
