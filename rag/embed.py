@@ -212,20 +212,16 @@ class OnnxEmbedder:
         (bench/RESULTS.md).
         The batches run side by side, one per physical core (`OnnxEncoder.run_spread`): the same vectors, bit
         for bit, as one batch at a time on every core, in less time."""
-        groups = _by_length(texts, self._ingest_batch)
+        return self._embed(texts, self._ingest_batch, workers=self._workers)
+
+    def _embed(self, texts: list[str], batch: int, workers: int = 1) -> np.ndarray:
+        groups = _by_length(texts, batch)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         with self._lock:
             vectors = self._onnx.run_spread(groups, lambda idx: self._tokens.batch([texts[i] for i in idx]),
-                                            workers=self._workers)
+                                            workers=workers)
         for idx, v in zip(groups, vectors, strict=True):
             out[idx] = v
-        return _normalised(out)
-
-    def _embed(self, texts: list[str], batch: int) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        with self._lock:
-            for idx in _by_length(texts, batch):
-                out[idx] = self._onnx.run(self._tokens.batch([texts[i] for i in idx]))
         return _normalised(out)
 
     def count_tokens(self, text: str) -> int:
