@@ -216,6 +216,10 @@ def plot_all(summary: dict[str, Any], records: Sequence[dict[str, Any]], out_dir
 def _headline(summary: dict[str, Any]) -> dict[str, Any]:
     """Flat {metric: value} of the numbers worth comparing between runs."""
     out: dict[str, Any] = {}
+    if "retrieval" not in summary:  # a conversation run (eval/conversations.py): its overall and per-kind figures
+        for name, figures in [("", summary["overall"]), *summary.get("by_kind", {}).items()]:
+            out.update({f"{name} {k}".strip(): v for k, v in figures.items() if v is not None})
+        return out
     for mode, m in summary["retrieval"].items():
         for key in ("recall@1", "recall@5", "mrr", "ndcg@10"):
             out[f"{mode} {key}"] = m["overall"][key]
@@ -279,7 +283,7 @@ def compare_runs(a: tuple[dict[str, Any], list[dict[str, Any]]], b: tuple[dict[s
         if old is None or "metrics" not in r:
             continue
         for key in ("fact_hit", "abstained"):
-            x, y = old["metrics"][key], r["metrics"][key]
+            x, y = old["metrics"].get(key), r["metrics"].get(key)
             if x is not None and y is not None and x != y:
                 flips.append([r["id"], r["kind"], key, x, y, r["answer"].replace("\n", " ").replace("|", "/")[:100]])
     parts += ["", f"Flipped questions: {len(flips)}"]

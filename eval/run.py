@@ -388,9 +388,15 @@ def evaluate(pipe: Pipeline, settings: Settings, questions: Sequence[Question], 
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(summary, one record per question) of a run folder; a conversation run's record is its last turn's."""
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    qfile = run_dir / "questions.jsonl"
-    records = [json.loads(x) for x in qfile.read_text(encoding="utf-8").splitlines() if x.strip()] \
-        if qfile.exists() else []
-    return summary, records
+    qfile, cfile = run_dir / "questions.jsonl", run_dir / "conversations.jsonl"
+    lines = lambda f: [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]  # noqa: E731
+    if qfile.exists():
+        return summary, lines(qfile)
+    if cfile.exists():
+        return summary, [{"id": c["id"], "kind": c["kind"], "answer": c["turns"][-1]["answer"],
+                          "metrics": {k: c["turns"][-1].get(k) for k in ("fact_hit", "abstained")}}
+                         for c in lines(cfile) if c.get("turns")]
+    return summary, []
 

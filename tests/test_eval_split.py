@@ -112,3 +112,26 @@ def test_conversations_written_for_one_purpose_are_scored_on_their_own_line() ->
     summary = summarise(records)
     assert summary["by_subset"]["user2"]["last_fact_accuracy"] == 1.0 and set(summary["by_subset"]) == {"user2"}
     assert summary["overall"]["last_fact_accuracy"] == 0.5 and "subset user2" in table(summary)
+
+
+def test_compare_reads_two_conversation_runs(tmp_path: Path) -> None:
+    """`eval compare` on conversation runs: their figures side by side and the conversations whose last turn
+    flipped (it raised KeyError 'retrieval' on them)."""
+    import json
+
+    from eval.conversations import summarise
+    from eval.report import compare_runs
+    from eval.run import load_run
+
+    turn = {"fact_hit": True, "first_sentence_hit": True, "right_paper": True, "citation_recall": None,
+            "citation_precision": 1.0, "abstained": False, "words": 10, "gold": ["p"], "answer": "It is 7 [1]."}
+    for name, hit in (("a", False), ("b", True)):
+        records = [{"id": "c1", "kind": "pronoun", "subset": "", "turns": [turn, {**turn, "fact_hit": hit}]},
+                   {"id": "c2", "kind": "switch", "subset": "", "turns": [turn]}]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(summarise(records)))
+        (tmp_path / name / "conversations.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    text = compare_runs(load_run(tmp_path / "a"), load_run(tmp_path / "b"))
+    assert "| last_fact_accuracy | 0.500 | 1.000 | +0.500 |" in text
+    assert "| pronoun last_fact_accuracy | 0.000 | 1.000 | +1.000 |" in text
+    assert "Flipped questions: 1" in text and "| c1 | pronoun | fact_hit | no | yes | It is 7 [1]. |" in text
