@@ -1,14 +1,14 @@
 """The papers a summary lists, without the model: recall and precision of the listing against the gold papers, at
 each value of `answer.summary_min_sentence` (or of another summary setting, `--setting`).
 
-`python -m bench.summary_pick --data-dir DIR [--split dev] [--values 0.3,0.32,0.35,0.4]
-[--setting summary_sure_cover|summary_sure_sentence|summary_min_cover]` (`--min-sentence` is `--values`) reads every
-"which papers ...?" / "summarize ..." question (kind multi) of one split of eval/qa.jsonl, reads and retrieves it with
-the pipeline (`Assistant.read`, `Assistant.retrieve`) and lists its papers with the pipeline's own `relevant_papers`
-(cut at `answer.summary_max_papers`), the other answer settings as configured. It prints, per value and per subset
-("" = the original questions), the mean recall and precision of the listed papers. The answer's own figures (what
-`rag eval` scores) can only be lower: a listed paper whose line the check drops is not cited. Seconds per question:
-the embedder's, no generation. DIR must hold an ingested index of the seeds.
+`python -m bench.summary_pick --data-dir DIR [--split dev] [--values 0.3,0.32,0.35,0.4] [--setting
+summary_sure_cover|summary_sure_sentence|summary_min_cover|summary_min_idf]` (`--min-sentence` is `--values`) reads
+every "which papers ...?" / "summarize ..." question (kind multi) of one split of eval/qa.jsonl, reads and retrieves it
+with the pipeline (`Assistant.read`, `Assistant.retrieve`) and lists its papers with the pipeline's own
+`relevant_papers` (cut at `answer.summary_max_papers`), the other answer settings as configured. It prints, per value
+and per subset ("" = the original questions), the mean recall and precision of the listed papers. The answer's own
+figures (what `rag eval` scores) can only be lower: a listed paper whose line the check drops is not cited. Seconds per
+question: the embedder's, no generation. DIR must hold an ingested index of the seeds.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def scores(rows: Sequence[dict[str, Any]], value: float) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    others = ("summary_sure_cover", "summary_sure_sentence", "summary_min_cover")
+    others = ("summary_sure_cover", "summary_sure_sentence", "summary_min_cover", "summary_min_idf")
     split, assistant, questions, values = setup("bench.summary_pick", __doc__, "--values", "0.3,0.32,0.35,0.4",
                                                 "summary_min_sentence", argv, others, aliases=("--min-sentence",))
     setting = swept(argv, "summary_min_sentence")

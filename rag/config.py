@@ -92,7 +92,7 @@ class Paths(Group):
 
 class Chunking(Group):
     max_tokens: int = Field(128, ge=16, description="chunk size in embedder word pieces (at most "
-                                                    "embedding.limit_tokens)")
+                                                    "embedding.limit_tokens; 256: faster ingest, see README)")
     overlap_sentences: int = Field(1, ge=0, description="sentences shared by consecutive chunks")
 
 
@@ -265,8 +265,8 @@ class Answering(Group):
     summary_sure_cover: float = Field(0.1, description="... while its text holds at least this share of the "
                                                        "alternative's rare-word weight (one close sentence does not "
                                                        "put a paper sharing none of the topic's words on it)")
-    summary_min_idf: float = Field(1.8, description="words commoner than this idf (in most chunks) do not name a "
-                                                    "topic")
+    summary_min_idf: float = Field(1.4, description="words commoner than this idf (over papers: in more than about a "
+                                                    "quarter of them) do not name a topic")
     support_similarity: float = Field(0.6, description="an answer sentence paraphrases its cited paper when its "
                                                        "cosine to one of the paper's sentences reaches this")
     support_max_novelty: float = Field(0.35, description="most share of an answer sentence's words its "

@@ -85,6 +85,7 @@ class LexicalIndex:
         self._n_papers = len(self._codes)
         # (word ids, want) -> papers of the best `want` chunks: see `_papers_in_top`.
         self._top_papers: dict[tuple[tuple[int, ...], int], int] = {}
+        self._paper_df: dict[int, int] = {}  # word id -> papers containing it: see `idf`
 
     def knows(self, term: str) -> bool:
         """Does any indexed word equal the term or start with it? ("mllm" is known through "mllms")."""
@@ -92,20 +93,29 @@ class LexicalIndex:
         return i < len(self._vocab) and self._vocab[i].startswith(term)
 
     def idf(self, terms: Iterable[str]) -> dict[str, float]:
-        """BM25's idf of each indexed term, from the number of chunks that contain it; unknown terms are left out.
+        """BM25's idf formula over papers: from the number of papers with a chunk containing the term, so a word
+        weighs the same however the abstracts are cut into chunks (`chunking.max_tokens`); unknown terms are left
+        out. Remembered per word id until the index is rebuilt.
 
-        e.g. idf(["diffusion", "the"]) -> {"diffusion": 3.1} at 38 papers ("the" is not indexed).
+        e.g. idf(["diffusion", "the"]) -> {"diffusion": 2.16} at 38 papers ("the" is not indexed).
         """
         if self._postings is None:
             return {}
-        indptr = self._postings[0]
-        n = len(self.chunk_ids)
+        indptr, indices = self._postings
+        n = self._n_papers
         out = {}
         for t in terms:
             i = self._word_ids.get(t)
-            if i is not None:
-                df = int(indptr[i + 1] - indptr[i])
-                out[t] = float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+            if i is None:
+                continue
+            df = self._paper_df.get(i)
+            if df is None:
+                papers = self._paper_of[indices[indptr[i]:indptr[i + 1]]]
+                df = int(np.count_nonzero(np.bincount(papers, minlength=n)))
+                if len(self._paper_df) >= 200_000:  # bounded: only words asked about are remembered
+                    self._paper_df.clear()
+                self._paper_df[i] = df
+            out[t] = float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
         return out
 
     @classmethod

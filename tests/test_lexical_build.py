@@ -96,3 +96,21 @@ def test_rebuild_from_the_store_in_pages_is_the_old_build(tmp_path: Path) -> Non
     for q in QUERIES + ["transformer attention", "graph neural network"]:
         assert saved.search(q, 20) == want.search(q, 20), q
     catalog.close()
+
+
+def test_idf_counts_papers_not_chunks() -> None:
+    """A word's idf is BM25's formula over the papers holding it, so it is the same however the abstracts are cut:
+    the summary's topic words (`answer.summary_min_idf`) do not change with `chunking.max_tokens`."""
+    cut = LexicalIndex.build([("a:0", "a", "diffusion model"), ("a:1", "a", "diffusion sampling"),
+                              ("a:2", "a", "diffusion again"), ("b:0", "b", "graph networks"),
+                              ("c:0", "c", "graph model")])
+    whole = LexicalIndex.build([("a:0", "a", "diffusion model diffusion sampling diffusion again"),
+                                ("b:0", "b", "graph networks"), ("c:0", "c", "graph model")])
+    words = ["diffusion", "graph", "model", "sampling", "unknown"]
+    want = {"diffusion": np.log(1 + 2.5 / 1.5), "graph": np.log(1 + 1.5 / 2.5), "model": np.log(1 + 1.5 / 2.5),
+            "sampling": np.log(1 + 2.5 / 1.5)}
+    for index in (cut, whole):
+        got = index.idf(words)
+        assert got.keys() == want.keys()  # an unknown word is left out
+        assert all(abs(got[w] - want[w]) < 1e-12 for w in want), got
+        assert index.idf(["diffusion"]) == {"diffusion": got["diffusion"]}  # remembered, the same
