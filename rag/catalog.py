@@ -221,19 +221,29 @@ class Catalog:
 def read_meta(path: Path, key: str) -> str | None:
     """One meta value of the catalog at `path`, read without creating or writing anything (None when the catalog,
     its meta table or the key is not there): what readers need before they open the store."""
+    rows = _read_only(path, "select value from meta where key = ?", (key,))
+    return rows[0][0] if rows else None
+
+
+def read_roots(path: Path) -> list[str]:
+    """The folders and files the catalog at `path` was ingested from (what `ingest` was given), read like
+    `read_meta`: to name them when an index must be built again."""
+    return [r[0] for r in _read_only(path, "select distinct root from files where root != '' order by root", ())]
+
+
+def _read_only(path: Path, sql: str, args: tuple[str, ...]) -> list[tuple[str, ...]]:
     if not path.is_file():
-        return None
+        return []
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
         try:
-            row = db.execute("select value from meta where key = ?", (key,)).fetchone()
+            return db.execute(sql, args).fetchall()
         finally:
             db.close()
     except sqlite3.OperationalError as e:
-        if "no such table" in str(e):
-            return None
+        if "no such table" in str(e) or "no such column" in str(e):  # older than the table or column
+            return []
         raise StoreError(f"{path}: cannot open the paper catalog ({e})") from None
     except sqlite3.Error as e:
         raise StoreError(f"{path}: cannot open the paper catalog ({e}); it is damaged: rebuild the index with "
                          "`python -m rag ingest --rebuild`") from None
-    return row[0] if row else None

@@ -17,12 +17,13 @@ lock.
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import generations as G
-from .catalog import Catalog, read_meta
+from .catalog import Catalog, read_meta, read_roots
 from .config import Settings
 from .embed import Embedder
 from .lexical import LexicalIndex
@@ -194,7 +195,7 @@ def open_reader(settings: Settings, embedder: Embedder, attempts: int = 5) -> Re
     for _ in range(attempts):
         ip = IndexPaths.of(settings)
         if not ip.catalog.is_file():
-            raise StoreError(f"{settings.paths.data_dir}: no index yet; run `python -m rag ingest` first")
+            raise StoreError(no_index_message(settings))
         lease = G.Lease(ip.home, ip.generation, settings.store.lease_refresh_s)
         if not G.usable(ip.home, ip.generation, settings.store.retire_grace_s):
             lease.release()  # replaced between reading CURRENT and leasing it, long enough ago: read CURRENT again
@@ -215,6 +216,37 @@ def open_reader(settings: Settings, embedder: Embedder, attempts: int = 5) -> Re
         return Reader(ip, store, catalog, lexical, generation, lease)
     raise StoreError(f"{settings.paths.data_dir}: the index changed {attempts} times while it was being opened; "
                      "try again")
+
+
+def other_indexes(settings: Settings) -> list[tuple[str, list[str]]]:
+    """(folder name, the inputs it was ingested from) of each index in the data folder built with other chunking or
+    embedding settings (an older default, say), newest first: these settings do not read them."""
+    data = settings.paths.data_dir
+    own = f"index-{settings.fingerprint()}"
+    homes = sorted((h for h in data.glob("index-*") if h.is_dir() and "." not in h.name and h.name != own),
+                   key=lambda h: h.stat().st_mtime, reverse=True)
+    out = []
+    for home in homes:
+        catalog = G.folder_of(home, G.current(home) or G.LEGACY) / "catalog.sqlite"
+        if catalog.is_file():
+            out.append((home.name, read_roots(catalog)))
+    return out
+
+
+def ingest_command(roots: list[str]) -> str:
+    """`python -m rag ingest <roots>`, quoted for a shell, at most five named."""
+    named = " ".join(shlex.quote(r) for r in roots[:5]) + (" ..." if len(roots) > 5 else "")
+    return f"python -m rag ingest {named or 'PATHS'}"
+
+
+def no_index_message(settings: Settings) -> str:
+    """Why there is nothing to read, and what to run."""
+    data = settings.paths.data_dir
+    for name, roots in other_indexes(settings)[:1]:
+        return (f"{data}: no index for these chunking and embedding settings yet (fingerprint "
+                f"{settings.fingerprint()}); the one here ({name}) was built with others, and is left as it is: run "
+                f"`{ingest_command(roots)}` to build one for these settings, or set the settings it was built with")
+    return f"{data}: no index yet; run `python -m rag ingest` first"
 
 
 def collect_generations(settings: Settings, keep: frozenset[str] = frozenset(), wait_s: float = 0.0) -> G.Collected:

@@ -37,7 +37,7 @@ from .chunk import chunk_paper, embed_text
 from .config import Settings
 from .embed import Embedder, embed_documents
 from .files import file_sha256
-from .index import IndexPaths, collect_generations, open_store
+from .index import IndexPaths, collect_generations, ingest_command, open_store, other_indexes
 from .lexical import LexicalIndex
 from .lexical_sync import journal_path, note_rewritten, rebuild_lexical
 from .lock import writer_lock
@@ -297,6 +297,7 @@ def build_index(
         if rebuild:
             roots = check_rebuild(settings, [Path(p) for p in paths] if paths else None, drop_others)
         store = None
+        others: list[tuple[str, list[str]]] = []
         if rebuild or not ip.catalog.exists():
             # A new generation (generations.py). A rebuild's is built beside the current one, which readers go on
             # using, and published when whole; a first index is published at once and fills as before. Its folder,
@@ -314,6 +315,8 @@ def build_index(
             _create_catalog(ip.catalog, namespace)
             if not rebuild and namespace:
                 G.publish(ip.home, ip.generation)
+            # A first index for these settings: an index built here for others is not read now; say what it holds.
+            others = [] if rebuild else other_indexes(settings)
         catalog = Catalog(ip.catalog)
         try:
             if store is None:
@@ -347,6 +350,9 @@ def build_index(
             if changed:
                 rebuild_lexical(store, catalog, ip.lexical, incremental=True)
             summary.skipped, summary.notes = run.report.skipped, run.report.notes
+            summary.notes += [Skip(name, "an index built with other chunking or embedding settings, left as it is; "
+                                         f"to index its papers here too: {ingest_command(roots_of)}")
+                              for name, roots_of in others]
             summary.papers, summary.chunks = catalog.count(), store.count()
             catalog.set_meta("fingerprint", settings.fingerprint())
             catalog.set_meta("embedding_model", embedder.name)

@@ -40,15 +40,28 @@ def test_another_embedding_model_is_a_clear_error_before_any_query(tmp_path: Pat
 
 
 def test_other_chunking_settings_are_a_clear_error_with_the_fix(tmp_path: Path, corpus: Path) -> None:
+    """An index built with other chunking settings (or an older default) is not read, and is left as it is: the error
+    names it and the `ingest` command, with the inputs it was built from, that builds one for these settings; that
+    ingest notes the old one."""
     s = corpus_settings(tmp_path, corpus)
     build_index(s, HashEmbedder())
+    old = f"index-{s.fingerprint()}"
     other = corpus_settings(tmp_path, corpus, **{"chunking.max_tokens": 96})
-    with pytest.raises(StoreError, match="run `python -m rag ingest`"):
+    with pytest.raises(StoreError) as e:
         Assistant(other, embedder=HashEmbedder(), generator=ScriptedGenerator()).search("privacy leakage")
+    assert f"no index for these chunking and embedding settings yet (fingerprint {other.fingerprint()})" in str(e.value)
+    assert f"the one here ({old}) was built with others" in str(e.value)
+    assert f"run `python -m rag ingest {corpus.resolve()}` to build one for these settings" in str(e.value)
     with pytest.raises(StoreError) as e:
         open_store(other, HashEmbedder(), create=False)
     assert "no index" in str(e.value) and "chunking max_tokens=128, overlap_sentences=1" in str(e.value)
     assert "Run `python -m rag ingest` to build one for these settings" in str(e.value)
+    built = build_index(other, HashEmbedder())
+    assert [str(n) for n in built.notes] == [
+        f"{old}: an index built with other chunking or embedding settings, left as it is; to index its papers here "
+        f"too: python -m rag ingest {corpus.resolve()}"]
+    assert build_index(s, HashEmbedder()).papers == 38  # the old index is whole, and read with its settings
+    assert not build_index(other, HashEmbedder()).notes  # said once, when the new index is made
 
 
 def test_a_query_vector_of_the_wrong_size_is_a_store_error(tmp_path: Path, corpus: Path) -> None:
