@@ -1,9 +1,11 @@
 """Paper -> Chunks: windows of whole sentences that fit the embedder, overlapping by a sentence.
 
-all-MiniLM-L6-v2 silently truncates past 256 word pieces and was trained on 128, while a typical abstract here is
-~300 word pieces: embedding the abstract whole would drop its second half (where the numbers usually are). So each
-paper becomes a few windows of consecutive sentences, each within `max_tokens`, consecutive windows sharing
-`overlap_sentences`, so every sentence is embedded at least once and a fact near a boundary keeps its context.
+all-MiniLM-L6-v2 silently truncates past 256 word pieces and was trained on 128, while the seeds' abstracts are
+145-318 word pieces: embedding a long abstract whole would drop its end (where the numbers usually are). So each
+paper becomes a few windows of consecutive sentences, each within `max_tokens` (128 by default), consecutive windows
+sharing `overlap_sentences`, so every sentence is embedded at least once and a fact near a boundary keeps its
+context. Windows of 256 (half the seeds then fit one) embed 1.4 times fewer tokens, and measured mixed on
+retrieval (bench/RESULTS.md, "Chunks of a whole abstract").
 
 Each window is embedded as "title. window" (the title names the method, which later sentences often only call
 "our method"); the title's tokens count against the budget.
