@@ -350,9 +350,11 @@ def build_index(
             if changed:
                 rebuild_lexical(store, catalog, ip.lexical, incremental=True)
             summary.skipped, summary.notes = run.report.skipped, run.report.notes
-            summary.notes += [Skip(name, "an index built with other chunking or embedding settings, left as it is; "
-                                         f"to index its papers here too: {ingest_command(roots_of)}")
-                              for name, roots_of in others]
+            for name, old_roots in others:  # what this ingest did not read again
+                rest = [r for r in old_roots if r not in resolved_roots]
+                if rest:
+                    summary.notes.append(Skip(name, "an index built with other chunking or embedding settings, left "
+                                                    f"as it is; to index its papers here too: {ingest_command(rest)}"))
             summary.papers, summary.chunks = catalog.count(), store.count()
             catalog.set_meta("fingerprint", settings.fingerprint())
             catalog.set_meta("embedding_model", embedder.name)

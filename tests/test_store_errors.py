@@ -56,12 +56,20 @@ def test_other_chunking_settings_are_a_clear_error_with_the_fix(tmp_path: Path, 
         open_store(other, HashEmbedder(), create=False)
     assert "no index" in str(e.value) and "chunking max_tokens=128, overlap_sentences=1" in str(e.value)
     assert "Run `python -m rag ingest` to build one for these settings" in str(e.value)
-    built = build_index(other, HashEmbedder())
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "one.txt").write_text("A short abstract about graph neural networks for molecules.\n", encoding="utf-8")
+    built = build_index(other, HashEmbedder(), paths=[extra])
     assert [str(n) for n in built.notes] == [
         f"{old}: an index built with other chunking or embedding settings, left as it is; to index its papers here "
         f"too: python -m rag ingest {corpus.resolve()}"]
     assert build_index(s, HashEmbedder()).papers == 38  # the old index is whole, and read with its settings
     assert not build_index(other, HashEmbedder()).notes  # said once, when the new index is made
+    again = corpus_settings(tmp_path, corpus, **{"chunking.max_tokens": 64})
+    missed = build_index(again, HashEmbedder())  # the seeds read again, the extra folder not
+    assert [n.reason.rsplit(": ", 1)[1] for n in missed.notes] == [f"python -m rag ingest {extra.resolve()}"]
+    third = corpus_settings(tmp_path, corpus, **{"chunking.max_tokens": 48})
+    assert not build_index(third, HashEmbedder(), paths=[corpus, extra]).notes  # every input read again
 
 
 def test_a_query_vector_of_the_wrong_size_is_a_store_error(tmp_path: Path, corpus: Path) -> None:
