@@ -391,7 +391,10 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary, one record per question) of a run folder; a conversation run's record is its last turn's."""
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     qfile, cfile = run_dir / "questions.jsonl", run_dir / "conversations.jsonl"
-    lines = lambda f: [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]  # noqa: E731
+
+    def lines(f: Path) -> list[dict[str, Any]]:
+        return [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+
     if qfile.exists():
         return summary, lines(qfile)
     if cfile.exists():

@@ -242,7 +242,9 @@ def ingest_command(roots: list[str]) -> str:
 def no_index_message(settings: Settings) -> str:
     """Why there is nothing to read, and what to run."""
     data = settings.paths.data_dir
-    for name, roots in other_indexes(settings)[:1]:
+    others = other_indexes(settings)
+    if others:
+        name, roots = others[0]
         return (f"{data}: no index for these chunking and embedding settings yet (fingerprint "
                 f"{settings.fingerprint()}); the one here ({name}) was built with others, and is left as it is: run "
                 f"`{ingest_command(roots)}` to build one for these settings, or set the settings it was built with")

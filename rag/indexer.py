@@ -315,8 +315,8 @@ def build_index(
             _create_catalog(ip.catalog, namespace)
             if not rebuild and namespace:
                 G.publish(ip.home, ip.generation)
-            # A first index for these settings: an index built here for others is not read now; say what it holds.
-            others = [] if rebuild else other_indexes(settings)
+            if not rebuild:  # a first index for these settings: those built here for others are not read now
+                others = other_indexes(settings)
         catalog = Catalog(ip.catalog)
         try:
             if store is None:
