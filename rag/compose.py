@@ -24,7 +24,7 @@ from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
-from .text import MARKER, expansion_of, has_quantity, split_sentences, tokens
+from .text import MARKER, continues, expansion_of, has_quantity, split_sentences, tokens
 
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
@@ -116,6 +116,22 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
 
     _, n, s = max(mine, key=key)
     return n, sanitize_source(s)
+
+
+def continuation(blocks: list[Evidence], n: int, sentence: str) -> str:
+    """The evidence sentence of paper n that comes right after `sentence` in its abstract and goes on from it
+    ("... cannot be explained by closer teacher matching." -> "Instead, it comes from reduced exposure bias."),
+    sanitised; "" when there is none. The two are one statement: the answer reads them as one sentence."""
+    block = next((b for b in blocks if b.n == n), None)
+    if block is None:
+        return ""
+    paper = split_sentences(block.hit.paper.abstract)
+    shown = {sanitize_source(x) for x in block.sentences}
+    for here, after in zip(paper, paper[1:]):
+        if sanitize_source(here) == sentence and continues(after) and not addressed(after) \
+                and sanitize_source(after) in shown:
+            return sanitize_source(after).rstrip(" .")
+    return ""
 
 
 def title_of(blocks: list[Evidence], n: int) -> str:
@@ -227,12 +243,15 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
     if picked is None:
         return ""
     n, s = picked
-    text = _cite(clause(s, intent, set(numbers_in(raw)), knobs), n)
+    cut = clause(s, intent, set(numbers_in(raw)), knobs)
+    follow = continuation(blocks, n, s) if knobs.continuation_weight and cut == s else ""
+    text = _cite(f"{s.rstrip(' .;:')}; {follow[:1].lower()}{follow[1:]}" if follow else cut, n)
     # A number or an expansion asked for and found, or a long first sentence: complete without a second one.
     done = (intent.wants in ("number", "expansion") and answers_asked(intent, text)) or \
         len(_WORD.findall(text)) >= knobs.complete_answer_words or \
         (knobs.noun_completes and holds_noun(text, intent.noun))
-    more = "" if done else second_sentence(blocks, n, text, knobs)
+    # A sentence read with its continuation is two of the paper's sentences already.
+    more = "" if done or follow else second_sentence(blocks, n, text, knobs)
     if intent.which and names_paper(blocks, n, knobs):
         title = title_of(blocks, n)
         # A title derived from this very sentence names the paper already: the sentence alone, not it twice.

@@ -209,6 +209,9 @@ class Answering(Group):
     opening_sentence_penalty: float = Field(2.0, description="inside the evidence paper, subtracted from the score of "
                                                              "the abstract's first sentence (its field's background), "
                                                              "and a model sentence restating it does not answer first")
+    continuation_weight: float = Field(0.0, description="inside the evidence paper, a sentence that goes on from "
+                                                        "the one before it (\"Instead, it ...\", \"This task ...\") "
+                                                        "gains this share of how far that sentence outscores it")
     lead_with_opening_title: bool = Field(False, description="a which-paper answer opens with the paper's title even "
                                                             "when the title is only the start of the abstract's "
                                                             "opening sentence (no title in the source)")
@@ -280,6 +283,12 @@ class Answering(Group):
                                                                       "(and all its numbers) one paper sentence must "
                                                                       "hold for the sentence to be stated by the "
                                                                       "paper and answer first")
+    judge_beyond_question: bool = Field(False, description="an answer sentence is judged on what it adds to the "
+                                                           "question: words the question holds are never foreign to "
+                                                           "the paper, and the share a paper sentence must state "
+                                                           "(support_terse_*, support_stated_cover) is read over the "
+                                                           "rest (\"The I/O cost of the shuffling algorithm is linear "
+                                                           "[1].\" is stated by \"... optimal linear I/O cost\")")
     locate_similarity: float = Field(0.5, description="a sentence of an earlier answer names the paper it is found "
                                                       "in when their cosine reaches this (follow-ups: which paper "
                                                       "was \"it\")")

@@ -28,7 +28,7 @@ from .config import Answering
 from .embed import Embedder
 from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit
-from .text import has_quantity, split_sentences, tokens
+from .text import continues, has_quantity, split_sentences, tokens
 
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
@@ -131,11 +131,27 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             # An abstract's first sentence is its field's background, seldom what a question about the paper asks
             # (but where an acronym is usually spelt out).
             sents = [(sents[0][0], sents[0][1] - scorer.knobs.opening_sentence_penalty)] + sents[1:]
+        sents = continued(sents, scorer.knobs.continuation_weight)
         order = sorted(_evidence(sents, scorer.knobs), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
                                sentence_scores=tuple(sents[i][1] for i in order)))
     return blocks
+
+
+def continued(sents: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
+    """Scores in abstract order, a sentence that goes on from the one before it raised by `weight` times how far
+    that one outscores it: the sentence restating the question ("... this gain cannot be explained by closer teacher
+    matching") is often followed by the one answering it ("Instead, it comes from reduced exposure bias"), which
+    shares few of the question's words."""
+    if not weight or len(sents) < 2:
+        return sents
+    out = [sents[0]]
+    for (prev, before), (s, score) in zip(sents, sents[1:]):
+        if continues(s) and not addressed(s) and not addressed(prev):
+            score += weight * max(0.0, before - score)
+        out.append((s, score))
+    return out
 
 
 def _stem(word: str) -> str:

@@ -87,21 +87,28 @@ def short_name(title: str) -> str:
     return head.strip() if colon and 0 < len(head.split()) <= 3 else ""
 
 
-def grounded(sentence: str, paper_text: str, policy: Answering) -> bool:
-    """Every number of the sentence occurs in the paper, and few of its words are foreign to it."""
+def grounded(sentence: str, paper_text: str, policy: Answering, question: str = "") -> bool:
+    """Every number of the sentence occurs in the paper, and few of its words are foreign to it (and to
+    `question`: a word the question holds is restated, not invented)."""
     haystack = search_form(paper_text)
     if not all(n in haystack for n in numbers_in(sentence)):
         return False
     words = set(tokens(MARKER.sub(" ", sentence)))
     if not words:
         return True
-    known = set(tokens(paper_text))
+    known = set(tokens(paper_text)) | set(tokens(question))
     return len(words - known) / len(words) <= policy.support_max_novelty
 
 
-def stated_in(sentence: str, paper_sentences: list[str], policy: Answering, terse: bool = True) -> bool:
-    """A (terse) sentence whose content words and numbers are (nearly) all in one sentence of the paper."""
+def stated_in(sentence: str, paper_sentences: list[str], policy: Answering, terse: bool = True,
+              besides: str = "") -> bool:
+    """A (terse) sentence whose content words and numbers are (nearly) all in one sentence of the paper; with
+    `besides` (the question), only its words the question does not hold count: "The 4D LiDAR generator uses a neural
+    contourlet representation [2]." is stated by "... we introduce a neural contourlet representation ..."."""
     words = content_words(sentence)
+    if besides:
+        asked = {_stem(w) for w in content_words(besides)}
+        words = {w for w in words if _stem(w) not in asked}
     nums = numbers_in(sentence)
     if not words and not nums:
         return False
@@ -137,6 +144,7 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
     out: list[str] = []
     checks: list[SentenceCheck] = []
     rules = _shingles(instructions)
+    besides = question if policy.judge_beyond_question else ""
     for s, p, v in zip(sentences, plain, vecs):
         cited = [n for n in markers_in(s) if n in by_n]
         if CANNOT_ANSWER.lower().rstrip(".") in p.lower():
@@ -148,10 +156,11 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             keep = [i for i, x in enumerate(sents) if not addressed(x)]
             if len(keep) < len(sents):
                 sents, svecs = [sents[i] for i in keep], svecs[keep]
-            if not grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title, policy):
+            if not grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title, policy, besides):
                 continue
             sim = float(np.max(svecs @ v)) if len(sents) else 0.0
-            if sim >= policy.support_similarity or stated_in(p, sents + [b.hit.paper.title], policy):
+            if sim >= policy.support_similarity or stated_in(p, sents + [b.hit.paper.title], policy,
+                                                             besides=besides):
                 support[n] = max(sim, policy.support_similarity)  # stated outright counts as the threshold
             else:
                 support[n] = sim
@@ -175,7 +184,8 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
         sim = max((support.get(n, 0.0) for n in (ok or cited or list(support))), default=0.0)
         stated = bool(ok) and any(
             stated_in(p, [x for x in paper_sentences.get(by_n[n].hit.paper.paper_id, ([], None))[0]
-                          if not addressed(x)], policy, terse=False)
+                          if not addressed(x)], policy, terse=False,
+                      besides=besides)
             for n in ok)
         checks.append(SentenceCheck(sentence=MARKER.sub("", s).strip(), cites=tuple(markers_in(s)),
                                     supported=bool(ok), similarity=round(sim, 4), note=note, stated=stated))

@@ -111,6 +111,18 @@ def clean_lines(text: str) -> str:
     return "\n".join(out)
 
 
+# A sentence that goes on from the one before it: its subject or its point is there ("Instead, it comes from ...",
+# "This task cannot be solved by ...", "To address this, we propose ...").
+_CONTINUES = re.compile(r"^(?:instead|this|these|that|those|it|its|they|their|such|here|thus|therefore|hence|"
+                        r"consequently|as a result|in turn|to (?:this end|address|overcome|tackle|solve|fill|bridge|"
+                        r"mitigate|remedy) (?:this|these|it|them|the)|building on)\b", re.IGNORECASE)
+
+
+def continues(sentence: str) -> bool:
+    """Does the sentence go on from the one before it ("Instead, it ...", "This task ...")?"""
+    return bool(_CONTINUES.match(sentence.lstrip()))
+
+
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences; keeps abbreviations such as "e.g." and decimals such as "9.7" intact, and splits
     "robustness.This" in two. A line break after a sentence end, and a CJK full stop ("。"), end a sentence whatever

@@ -5,6 +5,7 @@ from fakes import HashEmbedder
 
 from rag import compose, support
 from rag import question as Q
+from rag.config import Answering
 from rag.evidence import SentenceScorer
 from rag.parse import make_paper
 from rag.records import Evidence, Hit, SentenceCheck
@@ -561,3 +562,75 @@ def test_a_model_sentence_not_naming_the_noun_asked_for_gives_way_to_the_evidenc
     asked = Q.read("What speedup does the NUDFT layer give?")
     assert compose.names_asked_noun("3.5x [1].", (1,), [block(speed)], asked)
     assert not compose.names_asked_noun("2 [1].", (1,), [block(speed)], asked)
+
+
+KD = make_paper("Knowledge distillation trains a student on hard or soft labels. Mixing both labels works best. "
+                "Crucially, we show that this gain cannot be explained by closer teacher matching during training. "
+                "Instead, it comes from reduced exposure bias across the sequence. "
+                "Our methods cut training cost by 9.7x.", "a.txt", 2)
+
+
+def test_a_sentence_going_on_from_the_one_before_is_read_with_it() -> None:
+    from rag.evidence import continued
+    from rag.text import continues
+
+    assert continues("Instead, it comes from reduced exposure bias.") and continues("This task cannot be solved.")
+    assert not continues("Experiments on ten datasets show gains.")
+    sents = [("Crucially, the gain is not closer teacher matching.", 0.9), ("Instead, it comes from bias.", 0.2),
+             ("Experiments show gains.", 0.1)]
+    # The continuation rises to its antecedent's score at weight 1, half way at 0.5; others keep theirs.
+    assert [round(x, 3) for _, x in continued(sents, 1.0)] == [0.9, 0.9, 0.1]
+    assert [round(x, 3) for _, x in continued(sents, 0.5)] == [0.9, 0.55, 0.1]
+    assert continued(sents, 0.0) == sents
+    # The evidence answer reads the two as one sentence, the fact in its first sentence.
+    q = Q.read("What does the benefit of mixing labels come from, if not closer teacher matching?")
+    blocks = [block(KD, scores=[0.1, 0.2, 0.9, 0.9, 0.1])]
+    on = compose.fallback(blocks, q, knobs=Answering(continuation_weight=1.0))
+    assert on.startswith("Crucially, we show that this gain cannot be explained by closer teacher matching during "
+                         "training; instead, it comes from reduced exposure bias across the sequence [1].")
+    assert on.count("[1]") == 1  # one statement, no second sentence after it
+    off = compose.fallback(blocks, q, knobs=Answering())
+    assert "exposure bias" not in off.split("[1].")[0]
+
+
+def test_a_paraphrase_answers_first_when_what_it_adds_is_stated() -> None:
+    """A model that restates the question in its own words and takes the answer from one sentence ("The
+    distillation gain comes from reduced exposure bias [1].") answers first when `judge_beyond_question`; judged
+    over all its words, the restated part makes it not stated and the evidence sentence answers instead."""
+    q = Q.read("What does the benefit of mixing hard and soft labels in distillation come from?")
+    text = "The benefit of mixing hard and soft labels in distillation comes from reduced exposure bias [1]."
+    blocks = [block(KD)]
+    emb = HashEmbedder()
+    papers = SentenceScorer(emb).sentences([b.hit for b in blocks])
+    for beyond, stated in ((True, True), (False, False)):
+        knobs = Answering(judge_beyond_question=beyond, support_similarity=0.0)
+        sentences, checks = support.check(text, q.text, blocks, emb, papers, knobs)
+        assert checks[0].supported and checks[0].stated is stated
+    assert support.stated_in(text, list(blocks[0].sentences), Answering(), terse=False, besides=q.text)
+    assert not support.stated_in(text, list(blocks[0].sentences), Answering(), terse=False)
+    # What it adds must be in the paper's sentence: an invented cause is not stated.
+    assert not support.stated_in("The benefit comes from larger batch norms [1].", list(blocks[0].sentences),
+                                 Answering(), terse=False, besides=q.text)
+
+
+def test_words_restated_from_the_question_are_not_invented() -> None:
+    paper = "The algorithm achieves optimal linear I/O cost."
+    question = "Roughly what overall I/O cost does the algorithm have in practice?"
+    sentence = "Roughly linear I/O cost overall in practice [1]."
+    assert not support.grounded(sentence, paper, Answering())
+    assert support.grounded(sentence, paper, Answering(), question)
+    # Words neither the paper nor the question holds still count against it.
+    assert not support.grounded("Roughly quadratic memory overall, sadly [1].", paper, Answering(), question)
+    # Through the check: the terse part beyond the question ("linear") is stated, so the sentence is supported.
+    shuffle = make_paper("We propose a shuffling algorithm. The algorithm achieves optimal linear I/O cost.",
+                         "a.txt", 3)
+    blocks = [block(shuffle)]
+    emb = HashEmbedder()
+    papers = SentenceScorer(emb).sentences([b.hit for b in blocks])
+    text = "The I/O cost of the near-uniform shuffling algorithm is roughly linear [1]."
+    q = "Roughly what is the I/O cost of the near-uniform shuffling algorithm?"
+    judged = {beyond: support.check(text, q, blocks, emb, papers,
+                                    Answering(judge_beyond_question=beyond, support_similarity=0.99))[1][0]
+              for beyond in (True, False)}
+    assert judged[True].supported and judged[True].stated
+    assert not judged[False].supported
