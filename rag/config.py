@@ -283,12 +283,13 @@ class Answering(Group):
                                                                       "(and all its numbers) one paper sentence must "
                                                                       "hold for the sentence to be stated by the "
                                                                       "paper and answer first")
-    judge_beyond_question: bool = Field(False, description="an answer sentence is judged on what it adds to the "
-                                                           "question: words the question holds are never foreign to "
-                                                           "the paper, and the share a paper sentence must state "
-                                                           "(support_terse_*, support_stated_cover) is read over the "
-                                                           "rest (\"The I/O cost of the shuffling algorithm is linear "
-                                                           "[1].\" is stated by \"... optimal linear I/O cost\")")
+    judge_beyond_question: Literal["auto", "on", "off"] = Field(
+        "auto", description="\"on\": an answer sentence is judged on what it adds to the question: words the question "
+                            "holds are never foreign to the paper, and the share a paper sentence must state "
+                            "(support_terse_*, support_stated_cover) is read over the rest (\"The I/O cost of the "
+                            "shuffling algorithm is linear [1].\" is stated by \"... optimal linear I/O cost\"); "
+                            "\"auto\": on for the presets measured to answer better so (rag/presets.py), off for "
+                            "the default 135M model, which restates the question and drifts, and for other GGUFs")
     locate_similarity: float = Field(0.5, description="a sentence of an earlier answer names the paper it is found "
                                                       "in when their cosine reaches this (follow-ups: which paper "
                                                       "was \"it\")")

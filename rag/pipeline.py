@@ -18,11 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import answer as A
-from . import compose, conversation, support
+from . import compose, conversation, presets, support
 from . import question as Q
 from .answerable import gate, unanswerable_reason
 from .catalog import Catalog
-from .config import Settings
+from .config import Answering, Settings
 from .embed import Embedder, load_embedder
 from .evidence import SentenceScorer, best_sentence_score, relevant_papers, select_evidence
 from .generate import Generator, LlamaGenerator, Message
@@ -349,28 +349,39 @@ class Assistant:
             notices=tuple(notices), evidence=tuple(budget.blocks),
         )
 
+    def answering(self) -> Answering:
+        """The answer settings for the chat model in use: `judge_beyond_question = "auto"` decided by its preset."""
+        knobs = self.settings.answer
+        if knobs.judge_beyond_question != "auto":
+            return knobs
+        source = getattr(self.generator, "source", None)
+        preset = presets.of_file(source) if isinstance(source, Path) else None
+        return knobs.model_copy(update={"judge_beyond_question": "on" if preset and preset.judge_beyond_question
+                                        else "off"})
+
     def _finish(self, raw: str, blocks: list, q: Q.Question) -> tuple[str, str, list, int]:
         """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
         checked against its source; when none survives, the one evidence clause that holds what was asked."""
+        knobs = self.answering()
         valid = {b.n for b in blocks}
         raw = _PREAMBLE.sub("", raw)
         text, dropped = A.parse_markers(raw, valid)
         strong = (best_sentence_score(blocks)
-                  >= self.settings.retrieval.min_similarity + self.settings.answer.strong_evidence_margin)
+                  >= self.settings.retrieval.min_similarity + knobs.strong_evidence_margin)
         if CANNOT_ANSWER.lower().rstrip(".") in text.lower() and not q.summary:
             if strong:  # the model gave up on evidence that is there: answer from it instead
-                return compose.fallback(blocks, q, knobs=self.settings.answer), "extractive", [], dropped
+                return compose.fallback(blocks, q, knobs=knobs), "extractive", [], dropped
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
         # "And which model does it match?" about SERA: "SERA [1]." names the paper discussed, not what was asked.
         subject = " ".join(support.short_name(b.hit.paper.title) for b in blocks if b.hit.paper.paper_id in q.pinned)
         sentences, checks = support.check(text, f"{q.text} {subject}".rstrip(), blocks, self.embedder, papers,
-                                          self.settings.answer, instructions=self.prompts.system)
+                                          knobs, instructions=self.prompts.system)
         if q.summary:
-            text, wrote = compose.summary(checks, blocks, q, self.settings.answer)
+            text, wrote = compose.summary(checks, blocks, q, knobs)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
-        text, mode, shown = compose.factoid(sentences, checks, blocks, q, raw, self.settings.answer)
+        text, mode, shown = compose.factoid(sentences, checks, blocks, q, raw, knobs)
         return text, mode, checks if mode == "generated" else [], dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,

