@@ -53,6 +53,13 @@ def answers(assistant: Any, questions: Sequence[Any], setting: str, values: Sequ
     return rows
 
 
+# The answer settings that shape the evidence-only answer, any of which `--setting` may sweep.
+_SETTINGS = ("continuation_weight", "lexical_weight", "evidence_focus_weight", "evidence_ask_weight",
+             "opening_sentence_penalty", "asked_noun_boost", "addressed_penalty", "long_sentence_words",
+             "wrong_kind_penalty", "complete_answer_words", "added_sentence_novelty", "evidence_retrieval_weight",
+             "evidence_cover_weight", "evidence_margin")
+
+
 def main(argv: list[str] | None = None) -> int:
     split, assistant, questions, values = setup("bench.fallback_pick", __doc__, "--values", "1", "answer_type_boost",
                                                 argv, others=_SETTINGS)
@@ -70,12 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{setting} = {v:g}: first sentence/fact/words {'; '.join(parts)}")
     return 0
 
-
-# The answer settings that shape the evidence-only answer, any of which `--setting` may sweep.
-_SETTINGS = ("continuation_weight", "lexical_weight", "evidence_focus_weight", "evidence_ask_weight",
-             "opening_sentence_penalty", "asked_noun_boost", "addressed_penalty", "long_sentence_words",
-             "wrong_kind_penalty", "complete_answer_words", "added_sentence_novelty", "evidence_retrieval_weight",
-             "evidence_cover_weight", "evidence_margin")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -70,6 +70,20 @@ def make_settings(data_dir: Path, **flags: object) -> Settings:
     return load(flags={"paths.data_dir": data_dir, "paths.seeds_dir": SEEDS, **flags}, env={})
 
 
+def seeded_assistant(data_dir: Path, generator: Any = None) -> Any:
+    """An Assistant over an index of the seeds built in `data_dir` with the fake embedder (the model-free benches'
+    set-up); `generator` defaults to a ScriptedGenerator."""
+    from fakes import HashEmbedder, ScriptedGenerator
+
+    from rag.indexer import build_index
+    from rag.pipeline import Assistant
+
+    s = make_settings(data_dir)
+    emb = HashEmbedder()
+    build_index(s, emb)
+    return Assistant(s, embedder=emb, generator=generator or ScriptedGenerator())
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:

@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fakes import HashEmbedder, ScriptedGenerator
-from helpers import make_settings
+from helpers import seeded_assistant
 
 from bench.evidence_pick import first_papers
 from eval.run import Question
-from rag.indexer import build_index
-from rag.pipeline import Assistant
 
 PRIVGATE = "6480b13cf7654701"
 
 
 def test_a_heavy_retrieval_weight_takes_retrievals_first_paper(tmp_path: Path) -> None:
-    s = make_settings(tmp_path / "data")
-    emb = HashEmbedder()
-    build_index(s, emb)
-    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    assistant = seeded_assistant(tmp_path / "data")
     questions = [Question("a", "factoid", "How much does PrivGate reduce privacy leakage?", (PRIVGATE,), ()),
                  Question("b", "which_paper", "Which work learns strategies from surveys with random politician "
                           "profiles?", (), ()),

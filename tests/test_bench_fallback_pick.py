@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fakes import HashEmbedder
-from helpers import make_settings
+from helpers import seeded_assistant
 
 from bench.fallback_pick import Silent, answers, main
 from eval.run import Question
-from rag.indexer import build_index
-from rag.pipeline import Assistant
 
 PRIVGATE = "6480b13cf7654701"
 
 
 def test_the_evidence_answer_is_scored_at_each_value(tmp_path: Path) -> None:
-    s = make_settings(tmp_path / "data")
-    emb = HashEmbedder()
-    build_index(s, emb)
-    assistant = Assistant(s, embedder=emb, generator=Silent())
+    assistant = seeded_assistant(tmp_path / "data", Silent())
     questions = [Question("a", "factoid", "How much does PrivGate reduce privacy leakage?", (PRIVGATE,), (("62.6%",),)),
                  Question("b", "factoid", "How much does PrivGate reduce privacy leakage?", (PRIVGATE,),
                           (("a fact no abstract holds",),))]

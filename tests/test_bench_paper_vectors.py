@@ -6,19 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from fakes import HashEmbedder, ScriptedGenerator
-from helpers import make_settings
+from helpers import seeded_assistant
 
 from bench.paper_vectors import paper_vectors
-from rag.indexer import build_index
-from rag.pipeline import Assistant
 
 
 def test_each_representation_is_one_unit_vector_per_paper(tmp_path: Path) -> None:
-    s = make_settings(tmp_path / "data")
-    emb = HashEmbedder()
-    build_index(s, emb)
-    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    assistant = seeded_assistant(tmp_path / "data")
     ids, vectors = paper_vectors(assistant)
     papers = list(assistant.catalog.iter_papers())
     assert ids == [p.paper_id for p in papers] and len(ids) > 10

@@ -5,20 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fakes import HashEmbedder, ScriptedGenerator
-from helpers import make_settings
+from helpers import seeded_assistant
 
 from bench.summary_pick import listings, scores
 from eval.run import Question
-from rag.indexer import build_index
-from rag.pipeline import Assistant
 
 
 def test_a_stricter_sentence_threshold_lists_a_subset(tmp_path: Path) -> None:
-    s = make_settings(tmp_path / "data")
-    emb = HashEmbedder()
-    build_index(s, emb)
-    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    assistant = seeded_assistant(tmp_path / "data")
     questions = [Question("a", "factoid", "How much does PrivGate reduce privacy leakage?", (), ()),
                  Question("b", "multi", "Which papers study privacy?", ("6480b13cf7654701",), ())]
     rows = listings(assistant, questions, [0.0, 0.99])
@@ -37,10 +31,7 @@ def test_scores_are_mean_recall_and_precision_over_questions_with_gold() -> None
 def test_another_summary_setting_can_be_swept(tmp_path: Path) -> None:
     """`--setting summary_min_cover`: when no share of the topic's words is needed, more papers are listed than when
     no paper can hold enough (those left are listed on a very close sentence)."""
-    s = make_settings(tmp_path / "data")
-    emb = HashEmbedder()
-    build_index(s, emb)
-    assistant = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    assistant = seeded_assistant(tmp_path / "data")
     questions = [Question("b", "multi", "Which papers study privacy?", ("6480b13cf7654701",), ())]
     row = listings(assistant, questions, [0.0, 2.0], "summary_min_cover")[0]
     assert set(row["listed"][2.0]) < set(row["listed"][0.0])
