@@ -250,7 +250,7 @@ def _retrieval_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return modes
 
 
-def _answer_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def answer_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def block(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         m = [r["metrics"] for r in rs]
         abst = M.abstention_scores([x["abstained"] for x in m], [r["kind"] == "unanswerable" for r in rs])
@@ -303,7 +303,7 @@ def summarise(records: Sequence[dict[str, Any]], settings: Settings, meta: dict[
                     if any(k in r["timings"] for r in records)},
     }
     if full:
-        summary["answers"] = _answer_summary(records)
+        summary["answers"] = answer_summary(records)
     return summary
 
 

@@ -24,7 +24,7 @@ from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
-from .text import MARKER, continues, expansion_of, has_quantity, split_sentences, tokens
+from .text import MARKER, continues, expansion_of, has_quantity, names_work, split_sentences, tokens
 
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
@@ -132,6 +132,21 @@ def continuation(blocks: list[Evidence], n: int, sentence: str) -> str:
                 and sanitize_source(after) in shown:
             return sanitize_source(after).rstrip(" .")
     return ""
+
+
+def contribution(blocks: list[Evidence], n: int) -> str:
+    """The sentence of paper n's abstract where it names what it contributes ("Motivated by these findings, we propose
+    PBTO, the first persistent and targeted backdoor attack in CIL."), sanitised; "" when none does (a contribution
+    without a name, "we propose new algorithms that ...", names no paper, so the answer stays as it was). For a paper without a real title it is
+    what identifies the paper to a "which paper ...?" question."""
+    block = next((b for b in blocks if b.n == n), None)
+    if block is None:
+        return ""
+    paper = split_sentences(block.hit.paper.abstract)
+    # A name the opening sentence (the field's background) already uses is the field's ("knowledge distillation
+    # (KD)"), not the paper's own.
+    found = [s for s in paper[1:] if names_work(s) and names_work(s) not in paper[0] and not addressed(s)]
+    return sanitize_source(found[0]).rstrip(" .") if found else ""
 
 
 def title_of(blocks: list[Evidence], n: int) -> str:
@@ -256,6 +271,12 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
         title = title_of(blocks, n)
         # A title derived from this very sentence names the paper already: the sentence alone, not it twice.
         return text if _opens_with(text, title) else f"{_cite(title, n)} {text}"
+    if intent.which and knobs.which_opens_with_contribution:
+        # Without a real title, the paper's own statement of what it contributes names it, then the sentence that
+        # matched the question (when another).
+        own = contribution(blocks, n)
+        if own and own not in text:
+            return f"{_cite(own, n)} {text}"
     # Without a real title the sentence naming the method answers, and the next one stays: "is there a paper that
     # ..., and what is its dataset called?" is answered there.
     return f"{text} {more}".strip()
@@ -275,17 +296,19 @@ def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence])
                 if _share(words, s) >= 0.5), default=float("-inf"))
 
 
-def restates_opening(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
+def restates_opening(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], cover: float = 0.0) -> bool:
     """Is the sentence the opening sentence of a cited abstract said again (the paper sentence holding most of its
-    words, at least half, is the first)? An abstract opens with its field's background ("Outdoor LiDAR generation has
-    shown strong potential ..."), which rarely answers a question about the paper."""
+    words, at least half, is the first, and the sentence holds at least `cover` of that one's words)? An abstract
+    opens with its field's background ("Outdoor LiDAR generation has shown strong potential ..."), which rarely
+    answers a question about the paper; a phrase taken from it ("Contextual Integrity (CI) [1]." out of "Securing
+    Contextual Integrity (CI) is critical for privacy-preserving ... agent execution") may."""
     words = _words(sentence)
     for b in blocks:
         paper = split_sentences(b.hit.paper.abstract)
         if b.n not in cites or len(paper) < 2:
             continue
         shares = [_share(words, x) for x in paper]
-        if shares[0] >= 0.5 and shares[0] == max(shares):
+        if shares[0] >= 0.5 and shares[0] == max(shares) and _share(_words(paper[0]), sentence) >= cover:
             return True
     return False
 
@@ -314,7 +337,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     # can still drift ("on a sphere" for "on the unit sphere"); then the evidence sentence answers first.
     holding = [i for i, (s, c) in enumerate(kept) if answers_asked(intent, s) and c.stated
                and not (knobs.opening_sentence_penalty and intent.wants != "expansion"
-                        and restates_opening(s, c.cites, blocks))
+                        and restates_opening(s, c.cites, blocks, knobs.opening_restated_cover))
                and (not knobs.number_needs_unit or counts_the_unit(s, c.cites, blocks, intent))]
     defined = definition(blocks, intent)
     if defined:  # an expansion the evidence spells out: the model's sentence answers only when it holds it
@@ -332,7 +355,8 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     kept = [kept[first]] + kept[:first] + kept[first + 1:]
     kept = kept[:knobs.answer_sentences]
     text = " ".join(s.strip() for s, _ in kept)
-    if len(kept) == 1 and not (intent.wants == "number" and answers_asked(intent, text)):
+    if knobs.evidence_after_answer and len(kept) == 1 and not (intent.wants == "number"
+                                                               and answers_asked(intent, text)):
         # One short model sentence: the best evidence sentence that adds to it follows, so a fact the model
         # phrased away is still in the answer.
         if kept[0][1].cites:

@@ -209,12 +209,20 @@ class Answering(Group):
     opening_sentence_penalty: float = Field(2.0, description="inside the evidence paper, subtracted from the score of "
                                                              "the abstract's first sentence (its field's background), "
                                                              "and a model sentence restating it does not answer first")
+    opening_restated_cover: float = Field(0.5, description="... where a model sentence restates the opening sentence "
+                                                           "when it also holds this share of that sentence's words "
+                                                           "(0: any sentence made mostly of its words; with 0.5 a "
+                                                           "phrase taken from it may answer)")
     continuation_weight: float = Field(0.0, description="inside the evidence paper, a sentence that goes on from "
                                                         "the one before it (\"Instead, it ...\", \"This task ...\") "
                                                         "gains this share of how far that sentence outscores it")
     lead_with_opening_title: bool = Field(False, description="a which-paper answer opens with the paper's title even "
                                                             "when the title is only the start of the abstract's "
                                                             "opening sentence (no title in the source)")
+    which_opens_with_contribution: bool = Field(True, description="a which-paper answer about a paper without a "
+                                                                  "real title opens with the evidence sentence where "
+                                                                  "the paper says what it contributes (\"we propose "
+                                                                  "PBTO, ...\"), then the sentence that matched")
     number_needs_unit: bool = Field(True, description="a model sentence answers \"how many <unit> ...?\" only when "
                                                        "the paper counts that unit with its number")
     reorder_by_evidence: bool = Field(True, description="the model's sentence restating the best-ranked evidence "
@@ -248,6 +256,9 @@ class Answering(Group):
                                                       "if a sentence of its cited paper does (a terse answer "
                                                       "inside that sentence counts); else the evidence sentence "
                                                       "naming it answers")
+    evidence_after_answer: bool = Field(True, description="a model answer of one sentence (not a number asked for) "
+                                                          "is followed by the next evidence sentence of its paper "
+                                                          "that adds to it")
     added_sentence_novelty: float = Field(0.5, description="after a short answer, the next evidence sentence of its "
                                                            "paper is added when at least this share of its words "
                                                            "is new to the answer")

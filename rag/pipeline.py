@@ -31,6 +31,7 @@ from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Hit, StoreError
 from .retrieve import Filters, Retrieved, Retriever
+from .text import mend_numbers
 
 log = logging.getLogger(__name__)
 
@@ -350,21 +351,23 @@ class Assistant:
         )
 
     def answering(self) -> Answering:
-        """The answer settings for the chat model in use: `judge_beyond_question = "auto"` decided by its preset."""
+        """The answer settings for the chat model in use: its preset's measured `[answer]` values (`Preset.answer`)
+        for the settings left unset, and `judge_beyond_question = "auto"` decided by them ("off" without)."""
         knobs = self.settings.answer
-        if knobs.judge_beyond_question != "auto":
-            return knobs
         source = getattr(self.generator, "source", None)
         preset = presets.of_file(source) if isinstance(source, Path) else None
-        return knobs.model_copy(update={"judge_beyond_question": "on" if preset and preset.judge_beyond_question
-                                        else "off"})
+        profile = dict(preset.answer) if preset else {}
+        update = {k: v for k, v in profile.items() if k not in knobs.model_fields_set}
+        if knobs.judge_beyond_question == "auto":
+            update["judge_beyond_question"] = profile.get("judge_beyond_question", "off")
+        return type(knobs).model_validate({**knobs.model_dump(), **update}) if update else knobs
 
     def _finish(self, raw: str, blocks: list, q: Q.Question) -> tuple[str, str, list, int]:
         """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
         checked against its source; when none survives, the one evidence clause that holds what was asked."""
         knobs = self.answering()
         valid = {b.n for b in blocks}
-        raw = _PREAMBLE.sub("", raw)
+        raw = mend_numbers(_PREAMBLE.sub("", raw), " ".join(b.hit.paper.abstract for b in blocks))
         text, dropped = A.parse_markers(raw, valid)
         strong = (best_sentence_score(blocks)
                   >= self.settings.retrieval.min_similarity + knobs.strong_evidence_margin)

@@ -153,6 +153,20 @@ def split_sentences(text: str) -> list[str]:
 _QUANTITY = re.compile(r"(?<![\w\-.])\d+(?:[.,]\d+)*(?:\s?(?:%|×|x\b|-fold\b|[kKMB]\b))?(?![\w\-]*[A-Za-z])")
 
 
+# "200, 000+": a thousands group split by a space, as a model's tokens sometimes come out.
+_SPLIT_GROUPS = re.compile(r"(?<![\d.,])(\d{1,3})((?:, \d{3})+)(?![\d,])")
+
+
+def mend_numbers(text: str, source: str) -> str:
+    """Join thousands groups a space has split ("200, 000+" -> "200,000+") where the source writes the number so;
+    a list ("sizes 128, 256") stays as it is unless the source holds "128,256"."""
+    def join(m: re.Match[str]) -> str:
+        whole = m.group(1) + m.group(2).replace(", ", ",")
+        return whole if whole in source else m.group(0)
+
+    return _SPLIT_GROUPS.sub(join, text)
+
+
 def has_quantity(text: str) -> bool:
     """Does the text state an amount? e.g. "improves FRD by 3.3%" -> True; "4D LiDAR with GPT-4" -> False."""
     return bool(_QUANTITY.search(text))
@@ -182,6 +196,23 @@ def find_links(text: str) -> tuple[str, ...]:
 _INTRO = re.compile(r"\b(?:(?:we|this (?:paper|work)|our (?:paper|work))\b[^.;]{0,40}?\b(?:propos|introduc|present|"
                     r"produc|develop|design|call|term|dub|build|creat|devis|releas|formulat)\w*\b|"
                     r"our (?:method|approach|framework|algorithm|model|technique)\b)", re.IGNORECASE)
+
+
+# A coined name: a word with two capitals ("PBTO", "Opt-Miner", "SusDiet", "UHM").
+_COINED = re.compile(r"(?<![\w\-])(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+")
+
+
+def names_work(sentence: str) -> str:
+    """The name a paper gives its work where it says what it contributes: "we propose PBTO, the first ..." -> "PBTO",
+    "we propose the Opt-Miner framework" -> "Opt-Miner", "we introduce universal horizon models (UHM)" -> "UHM";
+    "" when the sentence presents nothing by name ("we propose new algorithms that ...")."""
+    intro = _INTRO.search(sentence)
+    if not intro:
+        return ""
+    found = _COINED.search(sentence, intro.end(), intro.end() + 80)
+    return found.group(0) if found else ""
+
+
 # NAME (Expansion), e.g. "SOLAR (Self-supervised jOint LeArning for symmetric multimodal Retrieval)"
 _NAME_THEN_EXPANSION = re.compile(r"\b([A-Z][\w\-]*[A-Z][\w\-]*\d*)\s*\(([^()]{8,140})\)")
 # Expansion (NAME), e.g. "Next Implicit Token Prediction (NITP)"

@@ -651,10 +651,102 @@ def test_auto_judges_beyond_the_question_for_the_presets_measured_so(tmp_path) -
         assistant = Assistant(make_settings(tmp_path, **flags), embedder=HashEmbedder(), generator=generator)
         return assistant.answering().judge_beyond_question
 
-    measured = [p for p in presets.PRESETS.values() if p.judge_beyond_question]
-    assert measured and not presets.PRESETS[presets.DEFAULT].judge_beyond_question
+    measured = [p for p in presets.PRESETS.values() if dict(p.answer).get("judge_beyond_question") == "on"]
+    assert measured and not presets.PRESETS[presets.DEFAULT].answer
     assert judged(measured[0].file_name) == "on"
     assert judged(presets.PRESETS[presets.DEFAULT].file_name) == "off"
     assert judged("some-other-model.gguf") == "off"  # an unmeasured GGUF keeps the literal check
     assert judged(measured[0].file_name, **{"answer.judge_beyond_question": "off"}) == "off"  # a setting wins
     assert judged("some-other-model.gguf", **{"answer.judge_beyond_question": "on"}) == "on"
+
+
+def test_a_presets_measured_answer_settings_apply_where_the_user_left_them_unset(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from fakes import ScriptedGenerator
+    from helpers import make_settings
+
+    from rag import presets
+    from rag.pipeline import Assistant
+
+    def answering(file_name: str, **flags: object) -> Answering:
+        generator = ScriptedGenerator()
+        generator.source = Path("/models") / file_name  # type: ignore[attr-defined]
+        return Assistant(make_settings(tmp_path, **flags), embedder=HashEmbedder(),
+                         generator=generator).answering()
+
+    profiled = [p for p in presets.PRESETS.values() if len(p.answer) > 1]
+    assert profiled
+    preset = profiled[0]
+    default = Answering()
+    for name, value in preset.answer:
+        assert getattr(answering(preset.file_name), name) == value
+        if name != "judge_beyond_question":
+            assert getattr(default, name) != value  # a profile says what differs from the defaults
+            # What the user sets wins over the profile; another model keeps the defaults.
+            assert getattr(answering(preset.file_name, **{f"answer.{name}": getattr(default, name)}), name) == \
+                getattr(default, name)
+            assert getattr(answering("some-other-model.gguf"), name) == getattr(default, name)
+
+
+def test_a_phrase_taken_from_the_opening_sentence_may_answer_when_restating_needs_its_words() -> None:
+    priv = make_paper("Securing Contextual Integrity (CI) is critical for privacy-preserving large language model "
+                      "agent execution across many tools. We propose PrivGate, a privacy gate. PrivGate cuts leakage "
+                      "by 62.6% on the benchmark.", "p.txt", 0)
+    blocks = [block(priv)]
+    phrase = "Securing Contextual Integrity (CI) [1]."
+    whole = "Securing Contextual Integrity (CI) is critical for privacy-preserving large language model agents [1]."
+    assert compose.restates_opening(phrase, (1,), blocks) and compose.restates_opening(whole, (1,), blocks)
+    # Held to a share of the opening's words, the phrase is an answer; the sentence said again is still not.
+    assert not compose.restates_opening(phrase, (1,), blocks, cover=0.5)
+    assert compose.restates_opening(whole, (1,), blocks, cover=0.5)
+    q = Q.read("Which privacy notion does the privacy-gated agent paper aim to secure?")
+    sentences, checks = checked(phrase, q.text, blocks)
+    assert checks[0].supported and checks[0].stated
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, phrase, Answering(opening_restated_cover=0.5))
+    assert mode == "generated" and text.startswith("Securing Contextual Integrity (CI) [1].")
+    _, mode, _ = compose.factoid(sentences, checks, blocks, q, phrase, Answering(opening_restated_cover=0.0))
+    assert mode == "extractive"
+
+
+def test_a_one_sentence_model_answer_is_followed_by_evidence_only_when_asked() -> None:
+    q = Q.read("What does PrivGate add besides its privacy gate?")
+    raw = "PrivGate adds 15.9% token overhead [1]."
+    blocks = [block(PRIV, scores=[0.9, 0.5, 0.4])]
+    sentences, checks = checked(raw, q.text, blocks)
+    assert checks[0].supported
+    followed, _, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(evidence_after_answer=True))
+    alone, mode, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(evidence_after_answer=False))
+    assert mode == "generated" and alone == raw
+    assert followed.startswith(raw) and len(followed) > len(raw) and followed.endswith("[1].")
+
+
+def test_a_which_paper_answer_without_a_title_can_open_with_what_the_paper_contributes() -> None:
+    backdoor = make_paper("Continual learning involves continual parameter updates, posing a challenge to backdoor "
+                          "attacks. In this paper, we reveal that the most advanced existing attack relies on stable "
+                          "neurons. Motivated by these findings, we propose PBTO, the first persistent and targeted "
+                          "backdoor attack in class-incremental learning. Experiments verify that PBTO keeps a high "
+                          "attack success rate.", "b.txt", 0)
+    assert backdoor.abstract.startswith(backdoor.title.rstrip("…").strip())  # no real title
+    q = Q.read("Which paper makes a planted attack survive while the model keeps learning new classes?")
+    blocks = [block(backdoor, scores=[0.1, 0.9, 0.2, 0.5])]
+    assert compose.contribution(blocks, 1).startswith("Motivated by these findings, we propose PBTO")
+    on = compose.fallback(blocks, q, knobs=Answering(which_opens_with_contribution=True))
+    off = compose.fallback(blocks, q, knobs=Answering(which_opens_with_contribution=False))
+    assert on.startswith("Motivated by these findings, we propose PBTO, the first persistent") and "[1]." in on
+    assert "In this paper, we reveal" in on  # the sentence that matched the question follows
+    assert off.startswith("In this paper, we reveal")
+    # A paper with a real title opens with its title either way.
+    titled = [block(SOLAR)]
+    q2 = Q.read("Which paper learns symmetric multimodal retrieval without labels?")
+    assert compose.fallback(titled, q2, knobs=Answering(which_opens_with_contribution=True)).startswith("SOLAR")
+
+
+def test_a_thousands_group_split_by_a_space_is_joined_where_the_source_writes_it_so() -> None:
+    from rag.text import mend_numbers
+
+    source = "We apply SVG to a larger corpus, generating 200,000+ synthetic trajectories at sizes 128, 256."
+    assert mend_numbers("200, 000+ synthetic trajectories [1].", source) == "200,000+ synthetic trajectories [1]."
+    assert mend_numbers("At sizes 128, 256 [1].", source) == "At sizes 128, 256 [1]."  # a list stays a list
+    assert mend_numbers("200, 000 [1].", "no such number here") == "200, 000 [1]."
+    assert mend_numbers("1, 000, 000 [1].", "a 1,000,000-step run") == "1,000,000 [1]."
