@@ -76,7 +76,7 @@ def collect(assistant: Any, questions: list[Any]) -> list[dict[str, Any]]:
         seen.update(q=q, qvec=qvec, hits=hits, scorer=scorer)
         return real(q, qvec, hits, scorer, *args, **kwargs)
 
-    P.select_evidence = spy
+    P.select_evidence = spy  # type: ignore[assignment]
     try:
         rows = []
         for question in questions:

@@ -137,8 +137,8 @@ def continuation(blocks: list[Evidence], n: int, sentence: str) -> str:
 def contribution(blocks: list[Evidence], n: int) -> str:
     """The sentence of paper n's abstract where it names what it contributes ("Motivated by these findings, we propose
     PBTO, the first persistent and targeted backdoor attack in CIL."), sanitised; "" when none does (a contribution
-    without a name, "we propose new algorithms that ...", names no paper, so the answer stays as it was). For a paper without a real title it is
-    what identifies the paper to a "which paper ...?" question."""
+    without a name, "we propose new algorithms that ...", names no paper, so the answer stays as it was). For a paper
+    without a real title it is what identifies the paper to a "which paper ...?" question."""
     block = next((b for b in blocks if b.n == n), None)
     if block is None:
         return ""

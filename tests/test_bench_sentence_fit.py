@@ -32,7 +32,8 @@ def test_the_parts_of_each_sentence_are_read_for_the_gold_paper(tmp_path: Path) 
 
 def test_the_fit_moves_weights_towards_what_ranks_the_fact_first() -> None:
     prior = shipped(Answering())
-    assert prior[PARTS.index("cosine")] == 1.0 and prior[PARTS.index("opening")] == -Answering().opening_sentence_penalty
+    assert prior[PARTS.index("cosine")] == 1.0
+    assert prior[PARTS.index("opening")] == -Answering().opening_sentence_penalty
     # Two sentences per question: the fact-holding one has the kind asked for and a lower cosine.
     x = np.zeros((2, len(PARTS)))
     x[0, PARTS.index("cosine")], x[1, PARTS.index("kind")] = 1.0, 1.0
