@@ -64,14 +64,20 @@ class Recorded:
             fh.write(json.dumps({"key": key, "text": self.kept[key]}, ensure_ascii=False) + "\n")
 
 
-def run(assistant: Any, questions: Sequence[Any], setting: str, values: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per value: the eval's answer summary (`eval.run.answer_summary`) of every question answered with it."""
+def run(assistant: Any, questions: Sequence[Any], setting: str,
+        values: Sequence[str | None]) -> dict[str | None, dict[str, Any]]:
+    """Per value: the eval's answer summary (`eval.run.answer_summary`) of every question answered with it; None
+    answers with the settings as they stand (the model's preset filling those left unset)."""
     from eval.run import answer_pass, answer_summary
     from rag.pipeline import Assistant
 
-    out = {}
+    out: dict[str | None, dict[str, Any]] = {}
     base = assistant.settings.answer
     for v in values:
+        if v is None:
+            answers = answer_pass(assistant, questions, progress=False)
+            out[v] = answer_summary([{"kind": q.kind, "subset": q.subset, **answers[q.id]} for q in questions])
+            continue
         value = getattr(type(base).model_validate({**base.model_dump(), setting: v}), setting)  # "0.5", "true", "on"
         # Set as the user would: the model's preset still fills the settings left unset (`Assistant.answering`).
         settings = assistant.settings.model_copy(update={"answer": base.model_copy(update={setting: value})})
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", required=True, type=Path, help="the JSONL file of kept outputs (made when absent)")
     ap.add_argument("--split", default="dev", choices=("dev", "test"))
     ap.add_argument("--setting", default="reorder_by_evidence", help="the [answer] setting swept")
-    ap.add_argument("--values", default="", help="comma-separated values (default: the setting's own)")
+    ap.add_argument("--values", default="", help="comma-separated values (default: the settings as they stand)")
     ap.add_argument("--out", type=Path, help="instead of a sweep: write the eval's run folder (`python -m rag eval "
                                              "--out`) of the split as the settings stand, outputs replayed or kept")
     args = ap.parse_args(argv)
@@ -111,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Assistant(settings)
     recorded = Recorded(base.generator, args.record)
     assistant = Assistant(settings, embedder=base.embedder, generator=recorded)
-    values = args.values.split(",") if args.values else [str(getattr(settings.answer, args.setting))]
+    values: list[str | None] = list(args.values.split(",")) if args.values else [None]
     questions = [q for q in load_qa() if q.split == args.split]
     if args.out:
         from eval.report import summary_text
@@ -130,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         for part, block in [("all", s["overall"]), *s["by_subset"].items()]:
             figures = ", ".join(f"{label} {block[key]:.3f}" if isinstance(block[key], float) else
                                 f"{label} {block[key]}" for label, key in _FIGURES)
-            print(f"{args.setting} = {v} [{part}, n={block['n']}]: {figures}")
+            label = "as the settings stand" if v is None else f"{args.setting} = {v}"
+            print(f"{label} [{part}, n={block['n']}]: {figures}")
     return 0
 
 

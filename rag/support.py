@@ -130,6 +130,24 @@ def _shingles(text: str, n: int = 6) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
+# Words a finished sentence does not end on: "We study offline policy optimization over ... from [1]." broke off.
+# (Particles that may end one, "the data they were trained on", are not among them.)
+_DANGLING = frozenset("a an the and or but nor of from than whose via such".split())
+
+
+def unfinished(sentence: str) -> bool:
+    """Does the sentence break off: cut with an ellipsis, ending on a colon, or its last word an article, a
+    conjunction or a preposition that needs its object ("... action spaces from [1].")?"""
+    text = MARKER.sub(" ", sentence).strip()
+    if text.endswith(("...", "…", ":")):
+        return True
+    plain = text.rstrip(".!? ")
+    if not plain:
+        return False
+    last = plain.split()[-1].strip("\"'”’),;").lower()
+    return last in _DANGLING
+
+
 def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
           paper_sentences: dict[str, tuple[list[str], np.ndarray]],
           policy: Answering = Answering(), instructions: str = "") -> tuple[list[str], list[SentenceCheck]]:
@@ -181,6 +199,8 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             note = "not stated by the cited source" if support else "a number or words the sources do not give"
         elif restates(p, question):
             ok, note = [], "restates the question"
+        elif unfinished(p):
+            ok, note = [], "breaks off unfinished"
         sim = max((support.get(n, 0.0) for n in (ok or cited or list(support))), default=0.0)
         stated = bool(ok) and any(
             stated_in(p, [x for x in paper_sentences.get(by_n[n].hit.paper.paper_id, ([], None))[0]

@@ -750,3 +750,18 @@ def test_a_thousands_group_split_by_a_space_is_joined_where_the_source_writes_it
     assert mend_numbers("At sizes 128, 256 [1].", source) == "At sizes 128, 256 [1]."  # a list stays a list
     assert mend_numbers("200, 000 [1].", "no such number here") == "200, 000 [1]."
     assert mend_numbers("1, 000, 000 [1].", "a 1,000,000-step run") == "1,000,000 [1]."
+
+
+def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
+    assert support.unfinished("We study offline policy optimization over large action spaces from [1].")
+    assert support.unfinished("The two tasks that STT-LLM outperformed were:")
+    assert support.unfinished("PrivGate: a framework that selectively invokes explicit reasoning based on...")
+    for finished in ("Training cost is reduced by 9.7× [1].", "Up to 40% [1].",
+                     "It reveals secrets about the data they were trained on [1]."):
+        assert not support.unfinished(finished)
+    _, checks = checked("PrivGate achieves a 62.6% reduction in privacy leakage of [1].",
+                        "How much does PrivGate cut leakage?", [block(PRIV)])
+    assert not checks[0].supported and checks[0].note == "breaks off unfinished"
+    _, whole = checked("PrivGate achieves a 62.6% reduction in privacy leakage [1].",
+                       "How much does PrivGate cut leakage?", [block(PRIV)])
+    assert whole[0].supported
