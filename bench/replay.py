@@ -74,14 +74,12 @@ def run(assistant: Any, questions: Sequence[Any], setting: str,
     out: dict[str | None, dict[str, Any]] = {}
     base = assistant.settings.answer
     for v in values:
-        if v is None:
-            answers = answer_pass(assistant, questions, progress=False)
-            out[v] = answer_summary([{"kind": q.kind, "subset": q.subset, **answers[q.id]} for q in questions])
-            continue
-        value = getattr(type(base).model_validate({**base.model_dump(), setting: v}), setting)  # "0.5", "true", "on"
-        # Set as the user would: the model's preset still fills the settings left unset (`Assistant.answering`).
-        settings = assistant.settings.model_copy(update={"answer": base.model_copy(update={setting: value})})
-        quiet = Assistant(settings, embedder=assistant.embedder, generator=assistant.generator)
+        quiet = assistant
+        if v is not None:
+            value = getattr(type(base).model_validate({**base.model_dump(), setting: v}), setting)  # "0.5", "true"
+            # Set as the user would: the model's preset still fills the settings left unset (`Assistant.answering`).
+            settings = assistant.settings.model_copy(update={"answer": base.model_copy(update={setting: value})})
+            quiet = Assistant(settings, embedder=assistant.embedder, generator=assistant.generator)
         answers = answer_pass(quiet, questions, progress=False)
         out[v] = answer_summary([{"kind": q.kind, "subset": q.subset, **answers[q.id]} for q in questions])
     return out

@@ -220,8 +220,8 @@ class Answering(Group):
                                                             "when the title is only the start of the abstract's "
                                                             "opening sentence (no title in the source)")
     which_opens_with_contribution: bool = Field(True, description="a which-paper answer about a paper without a "
-                                                                  "real title opens with the evidence sentence where "
-                                                                  "the paper says what it contributes (\"we propose "
+                                                                  "real title opens with the abstract's sentence "
+                                                                  "naming what the paper contributes (\"we propose "
                                                                   "PBTO, ...\"), then the sentence that matched")
     number_needs_unit: bool = Field(True, description="a model sentence answers \"how many <unit> ...?\" only when "
                                                        "the paper counts that unit with its number")

@@ -360,7 +360,7 @@ class Assistant:
         update = {k: v for k, v in profile.items() if k not in knobs.model_fields_set}
         if knobs.judge_beyond_question == "auto":
             update["judge_beyond_question"] = profile.get("judge_beyond_question", "off")
-        return type(knobs).model_validate({**knobs.model_dump(), **update}) if update else knobs
+        return knobs.model_copy(update=update) if update else knobs  # the presets' values are typed in the code
 
     def _finish(self, raw: str, blocks: list, q: Q.Question) -> tuple[str, str, list, int]:
         """(text, mode, checks, dropped markers) for the model's raw output: the answer first, every sentence
