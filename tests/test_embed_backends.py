@@ -305,3 +305,69 @@ def test_an_export_that_fails_is_one_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="onnxruntime cannot run broken: tracer gave up"):
         OnnxEncoder(tmp_path, "broken", "k", export, quantize=False)
     assert not list(tmp_path.glob("broken*"))
+
+
+def _guarded_softmax_graph(path: Path) -> None:
+    """softmax(x + mask) guarded as torch's sdpa export guards it, the mask built twice from equal constants."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def const(name: str, value: float) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(f"t_{name}", TensorProto.FLOAT,
+                                                                                   [], [value]))
+
+    nodes = [const("zero_a", 0.0), const("zero_b", 0.0), const("one", 1.0),
+             helper.make_node("Mul", ["m", "zero_a"], ["mask_a"]), helper.make_node("Mul", ["m", "zero_b"], ["mask_b"]),
+             helper.make_node("Add", ["x", "mask_a"], ["s1"]), helper.make_node("Softmax", ["s1"], ["p1"]),
+             helper.make_node("IsNaN", ["p1"], ["nan1"]), helper.make_node("Where", ["nan1", "zero_a", "p1"], ["q1"]),
+             helper.make_node("Add", ["q1", "mask_b"], ["s2"]), helper.make_node("Mul", ["s2", "one"], ["y"])]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("x", "m", "y")]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", io[:2], io[2:]),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_the_lean_graph_drops_the_nan_guard_and_repeated_work_and_answers_the_same(tmp_path: Path) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    from rag.onnx_embed import _lean
+
+    before, after = tmp_path / "before.onnx", tmp_path / "after.onnx"
+    _guarded_softmax_graph(before)
+    _guarded_softmax_graph(after)
+    _lean(after)
+    ops = [n.op_type for n in onnx.load(str(after)).graph.node]
+    assert "IsNaN" not in ops and "Where" not in ops
+    assert ops.count("Constant") == 2 and ops.count("Mul") == 2  # one zero, one mask: the copies merged
+    assert [o.name for o in onnx.load(str(after)).graph.output] == ["y"]
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "m": rng.standard_normal((2, 3)).astype(np.float32)}
+    got = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+           for p in (before, after)]
+    assert np.array_equal(got[0], got[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_the_lean_export_gives_the_plain_exports_vectors_bit_for_bit(backend: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real model: the graph without the NaN guard and the repeated mask embeds every seed chunk and odd text,
+    in padded batches and one at a time, exactly as the export as torch wrote it."""
+    import onnx
+
+    import rag.onnx_embed
+    from rag.embed import OnnxEmbedder
+
+    lean = OnnxEmbedder(Embedding(backend=backend), cache_dir=tmp_path / "lean")
+    with monkeypatch.context() as m:
+        m.setattr(rag.onnx_embed, "_lean", lambda path: None)
+        plain = OnnxEmbedder(Embedding(backend=backend), cache_dir=tmp_path / "plain")
+    (lean_file,) = (tmp_path / "lean" / "onnx").glob("*.onnx")
+    (plain_file,) = (tmp_path / "plain" / "onnx").glob("*.onnx")
+    lean_ops = [n.op_type for n in onnx.load(str(lean_file)).graph.node]
+    plain_ops = [n.op_type for n in onnx.load(str(plain_file)).graph.node]
+    assert "IsNaN" in plain_ops and "IsNaN" not in lean_ops and len(lean_ops) < 0.7 * len(plain_ops)
+    texts = _chunk_texts(10_000) + ODD_TEXTS
+    assert np.array_equal(lean.embed(texts), plain.embed(texts))
+    assert np.array_equal(lean.embed_documents(texts), plain.embed_documents(texts))
+    assert np.array_equal(lean.embed(texts[:5]), plain.embed(texts[:5]))
