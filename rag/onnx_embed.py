@@ -121,6 +121,14 @@ def _lean(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+def _recorded_key(record: Path) -> str | None:
+    try:
+        key = json.loads(record.read_text(encoding="utf-8")).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return key if isinstance(key, str) else None
+
+
 def _build(folder: Path, export: Callable[[Path], None], quantize: bool) -> Path:
     """Export (leaner, then quantized if asked) into `folder`; returns the finished file."""
     fp32 = folder / "fp32.onnx"
@@ -162,7 +170,10 @@ def artefact(cache_dir: Path, stem: str, key: str, export: Callable[[Path], None
     if _verified(model, record, key):
         return model
     if model.exists() or record.exists():
-        log.warning("%s: stale or corrupt ONNX artefact, rebuilding it", model)
+        if _recorded_key(record) not in (None, key):  # e.g. after an upgrade: expected once, nothing is wrong
+            log.info("%s: built for other model files, libraries or export format; exporting it again", model)
+        else:
+            log.warning("%s: corrupt or incomplete ONNX artefact, rebuilding it", model)
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".export-") as tmp:
         built = _build(Path(tmp), export, quantize)

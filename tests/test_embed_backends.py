@@ -56,7 +56,7 @@ def test_artefact_is_built_once_then_reused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["flip_byte", "truncate", "bad_record", "no_record", "other_key"])
-def test_corrupt_or_stale_artefact_is_rebuilt(tmp_path: Path, damage: str) -> None:
+def test_corrupt_or_stale_artefact_is_rebuilt(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     export = FakeExport()
     model = artefact(tmp_path, "m", "key1", export, quantize=False)
     record = tmp_path / "m.json"
@@ -73,8 +73,14 @@ def test_corrupt_or_stale_artefact_is_rebuilt(tmp_path: Path, damage: str) -> No
         record.unlink()
     else:
         key = "key2"  # e.g. the model files or onnxruntime changed
-    artefact(tmp_path, "m", key, export, quantize=False)
+    with caplog.at_level("INFO", logger="rag.onnx_embed"):
+        artefact(tmp_path, "m", key, export, quantize=False)
     assert export.calls == 2
+    # An artefact from before an upgrade is expected, not a fault: said quietly, without "corrupt".
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if ": exported (" not in r.getMessage()]
+    assert said == ([("INFO", f"{model}: built for other model files, libraries or export format; exporting it "
+                              "again")] if damage == "other_key"
+                    else [("WARNING", f"{model}: corrupt or incomplete ONNX artefact, rebuilding it")])
     assert model.read_bytes() == b"graph" * 1000
     assert json.loads(record.read_text())["key"] == key
 
