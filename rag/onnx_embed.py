@@ -49,13 +49,22 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def _verified(model: Path, record: Path, key: str) -> bool:
-    """True when the record names this key and the file's digest matches it."""
+def _record(record: Path) -> dict[str, Any]:
+    """The artefact's record, {} when it is missing or unreadable."""
     try:
         rec = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def _verified(model: Path, record: Path, key: str) -> bool:
+    """True when the record names this key and the file's digest matches it."""
+    rec = _record(record)
+    try:
         return bool(rec.get("key") == key and rec.get("bytes") == model.stat().st_size
                     and rec.get("sha256") == file_sha256(model))
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         return False
 
 
@@ -87,7 +96,7 @@ def _lean(path: Path) -> None:
             value = alias[value]
         return value
 
-    seen: dict[bytes, Any] = {}
+    seen: dict[bytes, onnx.NodeProto] = {}
     kept = []
     for node in graph.node:
         node.input[:] = [name(i) for i in node.input]
@@ -120,14 +129,6 @@ def _lean(path: Path) -> None:
     del graph.node[:]
     graph.node.extend(kept)
     onnx.save(model, str(path))
-
-
-def _recorded_key(record: Path) -> str | None:
-    try:
-        key = json.loads(record.read_text(encoding="utf-8")).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return key if isinstance(key, str) else None
 
 
 def _build(folder: Path, export: Callable[[Path], None], quantize: bool) -> Path:
@@ -171,7 +172,7 @@ def artefact(cache_dir: Path, stem: str, key: str, export: Callable[[Path], None
     if _verified(model, record, key):
         return model
     if model.exists() or record.exists():
-        if _recorded_key(record) not in (None, key):  # e.g. after an upgrade: expected once, nothing is wrong
+        if _record(record).get("key") not in (None, key):  # e.g. after an upgrade: expected once, nothing is wrong
             log.info("%s: built for other model files, libraries or export format; exporting it again", model)
         else:
             log.warning("%s: corrupt or incomplete ONNX artefact, rebuilding it", model)
