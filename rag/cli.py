@@ -191,6 +191,10 @@ def _print_answer(ans: Answer) -> None:
         print(f"[{c.n}] {c.paper.title} — {c.paper.venue}, {c.paper.source} #{c.paper.position}")
         for link in c.paper.links:
             print(f"     {link}")
+    if ans.more:
+        print(f"{len(ans.more)} more on this topic:")
+        for c in ans.more:
+            print(f"  {c.n}. {c.paper.title} — {c.paper.venue}, {c.paper.source} #{c.paper.position}")
     flagged = [c for c in ans.checks if not c.supported]
     if flagged:
         print(f"({len(flagged)} sentence(s) not supported by the cited abstracts)")

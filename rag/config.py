@@ -269,8 +269,8 @@ class Answering(Group):
                                                             "scores at least retrieval.min_similarity plus this")
     summary_candidates: int = Field(16, description="papers retrieved for a summary (\"which papers ...?\") "
                                                           "before each is judged on the topic")
-    summary_max_papers: int = Field(10, description="most papers a summary lists (a notice says how many more "
-                                                          "matched)")
+    summary_max_papers: int = Field(10, description="most papers a summary lists; the rest on the topic come "
+                                                          "with the answer as `more`")
     summary_min_cover: float = Field(0.6, description="a paper is on a summary's topic when its text holds this "
                                                       "share of one topic alternative's rare-word weight ...")
     summary_min_sentence: float = Field(0.4, description="... and its best sentence scores at least this against "

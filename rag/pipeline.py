@@ -29,7 +29,7 @@ from .generate import Generator, LlamaGenerator, Message
 from .index import check_unlocked, index_generation, open_reader
 from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
-from .records import CANNOT_ANSWER, Answer, Hit, StoreError
+from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, StoreError
 from .retrieve import Filters, Retrieved, Retriever
 from .text import mend_numbers
 
@@ -265,6 +265,7 @@ class Assistant:
         max_tokens = gen.max_tokens if max_tokens is None else int(max_tokens)
         question, notice = A.truncate_question(question)
         notices = [notice] if notice else []
+        more: list[Evidence] = []  # a summary's papers on the topic past those it lists
         history = _turns(history)
         with self.compute:
             q = self._read(question, history)
@@ -292,10 +293,10 @@ class Assistant:
                 blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer,
                                          lexical.idf if lexical is not None else (lambda words: {}),
                                          ans)
-                if len(blocks) > ans.summary_max_papers:
-                    notices.append(f"{len(blocks) - ans.summary_max_papers} more papers on this topic are not listed: "
-                                   "ask about a narrower topic or see the Search tab")
-                    blocks = blocks[:ans.summary_max_papers]
+                if len(retrieved.hits) >= ans.summary_candidates and len(blocks) == len(retrieved.hits):
+                    notices.append(f"all {len(blocks)} papers judged were on this topic, so more may be: the Search "
+                                   "tab ranks every paper, or ask about a narrower topic")
+                blocks, more = blocks[:ans.summary_max_papers], blocks[ans.summary_max_papers:]
             else:
                 lexical = self.retriever.lexical
                 blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=ans.evidence_papers,
@@ -316,6 +317,8 @@ class Assistant:
             asked = question if shown or searched == question else searched
             budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, max_tokens,
                                   template="summary" if summary else "user")
+            if summary and not pinned:  # papers the context could not hold are still on the topic: first of the rest
+                more = blocks[len(budget.blocks):] + more
             timings["prompt_ms"] = (time.perf_counter() - t) * 1000
             timings["prompt_tokens"] = budget.prompt_tokens
             pieces: list[str] = []
@@ -338,8 +341,11 @@ class Assistant:
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"
-        if budget.dropped_blocks:
+        if budget.dropped_blocks and not (summary and not pinned):
             notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")
+        if more:
+            notices.append(f"{len(more)} more {'paper' if len(more) == 1 else 'papers'} on this topic, listed under "
+                           "the answer")
         if budget.dropped_turns:
             notices.append(f"{budget.dropped_turns} earlier turn(s) left out to fit the model's context")
         yield Answer(
@@ -348,6 +354,8 @@ class Assistant:
             settings_fingerprint=self.fingerprint, prompt_version=self.prompts.version, searched=searched, mode=mode,
             focus=pinned, dropped_markers=dropped, dropped_evidence=budget.dropped_blocks, checks=tuple(checks),
             notices=tuple(notices), evidence=tuple(budget.blocks),
+            more=() if abstained else tuple(Citation(n=len(budget.blocks) + i, paper=b.hit.paper,
+                                                     supporting=b.sentences) for i, b in enumerate(more, start=1)),
         )
 
     def answering(self) -> Answering:

@@ -147,6 +147,9 @@ class Answer:
     checks: tuple[SentenceCheck, ...] = ()
     notices: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = field(default=(), repr=False)
+    # A summary's papers on the topic past the ones it lists, best first: not cited in the text, each numbered on
+    # from the listed ones and carrying its best sentence, so the reader can open the rest of the list.
+    more: tuple[Citation, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,6 +160,7 @@ class Answer:
             "abstained": self.abstained,
             "mode": self.mode,
             "citations": [c.to_dict() for c in self.citations],
+            "more": [c.to_dict() for c in self.more],
             "hits": [
                 {
                     "paper_id": h.paper.paper_id,

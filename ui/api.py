@@ -17,8 +17,11 @@ What a request means:
 What comes back, beyond OpenAI's fields (clients that do not know them ignore them):
 - `choices[0].message.citations`: the cited papers, `[{n, paper_id, title, venue, source, position, links, abstract,
   supporting}]`; the answer text keeps its `[n]` markers. An abstention is an ordinary answer with `citations: []`.
-- `rag` (top level): `{abstained, mode, notices, unsupported_sentences, searched, timings, settings_fingerprint,
-  prompt_version}`; `timings.first_token_ms` is when the model's first token came.
+- `rag` (top level): `{abstained, mode, notices, unsupported_sentences, searched, resolved_papers, more, timings,
+  settings_fingerprint, prompt_version}`; `resolved_papers` are the ids of the earlier cited papers a follow-up was
+  read as pointing at ("it", "the second one"); `more` holds a summary's papers on its topic past those it lists
+  (the citations' shape, numbered on from them, not cited in the text); `timings.first_token_ms` is when the
+  model's first token came.
 - Streaming sends OpenAI `chat.completion.chunk` events and `data: [DONE]`; the last chunk with a choice carries
   `choices[0].delta.citations`, `finish_reason` and `rag`. The text streamed is the checked answer (markers
   re-pointed, unsupported sentences replaced by quoted evidence), so it is sent once the answer is checked: the
@@ -317,8 +320,8 @@ def _translate(error: BaseException) -> ApiError:
 
 def _extras(answer: Answer) -> dict[str, Any]:
     d = answer.to_dict()
-    keys = ("abstained", "mode", "notices", "unsupported_sentences", "searched", "timings", "settings_fingerprint",
-            "prompt_version")
+    keys = ("abstained", "mode", "notices", "unsupported_sentences", "searched", "resolved_papers", "more", "timings",
+            "settings_fingerprint", "prompt_version")
     return {k: d[k] for k in keys}
 
 

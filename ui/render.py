@@ -135,7 +135,8 @@ def render_answer(text: str, valid: Collection[int], unsupported: Sequence[str] 
 def small_print(answer: Answer) -> str:
     """Model, latency, retrieval time, the standalone question a follow-up was searched as, the earlier papers it
     was resolved to, and the evidence behind each citation (collapsed: the supporting sentences of every cited
-    paper, escaped, under the paper's [n] and title)."""
+    paper, escaped, under the paper's [n] and title); under a summary, the papers on its topic past those it lists
+    (collapsed: "6 more papers on this topic", each with its best sentence and its id for the Library)."""
     t = answer.timings
     stats = [answer.model or "model"]
     if "first_token_ms" in t:
@@ -151,7 +152,8 @@ def small_print(answer: Answer) -> str:
     return _render("small_print.html.j2", stats=stats, extractive=answer.mode == "extractive",
                    searched=Markup(safe_text(searched)) if searched else "",
                    focus=[titles.get(pid, pid) for pid in answer.focus],
-                   notices=[Markup(safe_text(n)) for n in answer.notices], citations=answer.citations)
+                   notices=[Markup(safe_text(n)) for n in answer.notices], citations=answer.citations,
+                   more=answer.more)
 
 
 def safe_url(url: str) -> str | None:
