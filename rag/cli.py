@@ -178,7 +178,7 @@ def _erase(draft: str) -> None:
 
 def _print_answer(ans: Answer) -> None:
     print(ans.text)
-    if ans.mode == "extractive":
+    if ans.mode == "extractive" and ans.drafted:
         print("(taken from the evidence: the model's own sentences were not stated by the sources)")
     print()
     for notice in ans.notices:
@@ -199,8 +199,9 @@ def _print_answer(ans: Answer) -> None:
     if flagged:
         print(f"({len(flagged)} sentence(s) not supported by the cited abstracts)")
     t = ans.timings
-    print(f"-- {ans.model}: first token {t.get('first_token_ms', 0):.0f} ms, total {t.get('total_ms', 0):.0f} ms, "
-          f"{t.get('tokens_per_s', 0):.1f} tok/s, retrieval {t.get('retrieve_ms', 0):.0f} ms")
+    model = (f"first token {t.get('first_token_ms', 0):.0f} ms, {t.get('tokens_per_s', 0):.1f} tok/s"
+             if ans.drafted else "listed from the evidence, the model not run")
+    print(f"-- {ans.model}: {model}, total {t.get('total_ms', 0):.0f} ms, retrieval {t.get('retrieve_ms', 0):.0f} ms")
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:

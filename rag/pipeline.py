@@ -13,6 +13,7 @@ import re
 import threading
 import time
 import weakref
+from collections import abc
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -245,6 +246,26 @@ class Assistant:
             self.compute.acquire()
 
 
+    def _draft(self, generator: Generator, budget: A.Budgeted, temperature: float, summary: bool,
+               timings: dict[str, float], t0: float) -> abc.Generator[str, None, str]:
+        """Stream the model's draft piece by piece; returns it whole, with its timings written into `timings`."""
+        pieces: list[str] = []
+        first: float | None = None
+        t = time.perf_counter()
+        # A blank line ends the answer: past it a small model starts lists and explanations it makes up.
+        for piece in self._generate(generator, budget.messages, budget.max_tokens, temperature,
+                                    stop=None if summary else ["\n\n"]):
+            if first is None:
+                first = time.perf_counter()
+                timings["first_token_ms"] = (first - t0) * 1000
+            pieces.append(piece)
+            yield piece
+        end = time.perf_counter()
+        n_out = len(pieces)
+        timings["generate_ms"] = (end - t) * 1000
+        timings["tokens_per_s"] = (n_out - 1) / (end - first) if first and n_out > 1 and end > first else 0.0
+        return "".join(pieces).strip()
+
     def ask(self, question: str, history: list[Message] | None = None, filters: Filters | None = None,
             top_k: int | None = None, temperature: float | None = None, max_tokens: int | None = None) -> Answer:
         final: Answer | None = None
@@ -312,36 +333,30 @@ class Assistant:
                     yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                     return
             generator = self.generator
-            shown = history[-2 * ans.history_turns:] if ans.history_turns > 0 else []
-            # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).
-            asked = question if shown or searched == question else searched
-            budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, max_tokens,
-                                  template="summary" if summary else "user")
-            if summary and not pinned:  # papers the context could not hold are still on the topic: first of the rest
-                more = blocks[len(budget.blocks):] + more
-            timings["prompt_ms"] = (time.perf_counter() - t) * 1000
-            timings["prompt_tokens"] = budget.prompt_tokens
-            pieces: list[str] = []
-            first: float | None = None
-            t = time.perf_counter()
-            # A blank line ends the answer: past it a small model starts lists and explanations it makes up.
-            for piece in self._generate(generator, budget.messages, budget.max_tokens, temperature,
-                                        stop=None if summary else ["\n\n"]):
-                if first is None:
-                    first = time.perf_counter()
-                    timings["first_token_ms"] = (first - t0) * 1000
-                pieces.append(piece)
-                yield piece
-            end = time.perf_counter()
-            raw = "".join(pieces).strip()
-            n_out = len(pieces)
-            timings["generate_ms"] = (end - t) * 1000
-            timings["tokens_per_s"] = (n_out - 1) / (end - first) if first and n_out > 1 and end > first else 0.0
-            final = self._finish(raw, budget.blocks, q)
+            knobs = self.answering()
+            listing = summary and not pinned
+            final: tuple[str, str, list, int]  # text, mode, checks, markers dropped
+            if listing and knobs.summary_synthesis == 0:
+                # The list is made from the evidence; the model would only add closing sentences, which this
+                # model's settings leave out: no prompt to fill, nothing to wait for.
+                budget = A.Budgeted([], blocks, 0, 0, 0, 0)
+                final = (compose.summary([], blocks, q, knobs)[0], "extractive", [], 0)
+            else:
+                shown = history[-2 * ans.history_turns:] if ans.history_turns > 0 else []
+                # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).
+                asked = question if shown or searched == question else searched
+                budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, max_tokens,
+                                      template="summary" if summary else "user")
+                if listing:  # papers the context could not hold are still on the topic: first of the rest
+                    more = blocks[len(budget.blocks):] + more
+                timings["prompt_ms"] = (time.perf_counter() - t) * 1000
+                timings["prompt_tokens"] = budget.prompt_tokens
+                raw = yield from self._draft(generator, budget, temperature, summary, timings, t0)
+                final = self._finish(raw, budget.blocks, q)
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"
-        if budget.dropped_blocks and not (summary and not pinned):
+        if budget.dropped_blocks and not listing:
             notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")
         if more:
             notices.append(f"{len(more)} more {'paper' if len(more) == 1 else 'papers'} on this topic, listed under "

@@ -151,6 +151,11 @@ class Answer:
     # from the listed ones and carrying its best sentence, so the reader can open the rest of the list.
     more: tuple[Citation, ...] = ()
 
+    @property
+    def drafted(self) -> bool:
+        """Whether the model wrote a draft (a summary whose settings want none of its sentences is listed without)."""
+        return "first_token_ms" in self.timings
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,

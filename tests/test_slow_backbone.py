@@ -68,6 +68,35 @@ def test_real_model_answers_with_a_citation_that_holds_the_fact(real_assistant) 
     assert {c.paper.paper_id for c in ans.citations} <= retrieved
 
 
+def test_a_sentence_gets_the_same_vector_whatever_was_embedded_beside_it(real_assistant) -> None:  # type: ignore[no-untyped-def]
+    """The int8 embedder quantizes a batch by its own range: sentences are embedded one a call, so a paper's sentence
+    vectors (and the answers chosen from them) do not depend on which papers an earlier question cached."""
+    from rag.evidence import SentenceScorer
+
+    hits = real_assistant.search("Which papers use diffusion models?", top_k=4).hits
+    alone = SentenceScorer(real_assistant.embedder).sentences(hits[-1:])
+    beside = SentenceScorer(real_assistant.embedder).sentences(hits)
+    pid = hits[-1].paper.paper_id
+    assert alone[pid][0] == beside[pid][0] and (alone[pid][1] == beside[pid][1]).all()
+
+
+def test_the_same_summary_after_other_questions_and_without_the_model(seeded, real_assistant) -> None:  # type: ignore[no-untyped-def]
+    """The default model's preset lists a summary from the evidence without running the model
+    (`answer.summary_synthesis` 0); the list is the same from a fresh process as after other questions."""
+    question = "Summarize the work on reinforcement learning for LLM agents"
+    for other in ("How much does PrivGate reduce privacy leakage?", "Which papers use diffusion models?"):
+        real_assistant.ask(other)
+    warm = real_assistant.ask(question)
+    fresh = Assistant(seeded).ask(question)
+    assert [c.paper.paper_id for c in warm.citations] == [c.paper.paper_id for c in fresh.citations]
+    assert len(warm.citations) >= 3 and warm.text == fresh.text
+    assert not warm.drafted and "first_token_ms" not in warm.timings and warm.mode == "extractive"
+    # A value the user sets wins over the preset's: the model is run for its closing sentences again.
+    asked = Assistant(seeded.with_values({"answer.summary_synthesis": 2})).ask(question)
+    listed = [c.paper.paper_id for c in (*warm.citations, *warm.more)]
+    assert asked.drafted and [c.paper.paper_id for c in (*asked.citations, *asked.more)] == listed
+
+
 def test_out_of_corpus_question_abstains(real_assistant) -> None:  # type: ignore[no-untyped-def]
     ans = real_assistant.ask("What is the best recipe for a vegetarian lasagna?")
     assert ans.abstained and not ans.citations

@@ -149,7 +149,7 @@ def small_print(answer: Answer) -> str:
         stats.append(f"retrieval {t['retrieve_ms']:.0f} ms")
     searched = answer.searched if answer.searched and answer.searched != answer.question else ""
     titles = {c.paper.paper_id: c.paper.title for c in answer.citations}
-    return _render("small_print.html.j2", stats=stats, extractive=answer.mode == "extractive",
+    return _render("small_print.html.j2", stats=stats, extractive=answer.mode == "extractive" and answer.drafted,
                    searched=Markup(safe_text(searched)) if searched else "",
                    focus=[titles.get(pid, pid) for pid in answer.focus],
                    notices=[Markup(safe_text(n)) for n in answer.notices], citations=answer.citations,
