@@ -85,3 +85,20 @@ def test_when_every_paper_judged_is_on_the_topic_the_answer_says_more_may_be(tmp
     assert 4 <= judged < len(TIDAL) and len(ans.citations) + len(ans.more) == judged
     assert f"all {judged} papers judged were on this topic, so more may be: the Search tab ranks every paper, or " \
            "ask about a narrower topic" in ans.notices
+
+
+def test_a_summary_is_listed_without_the_model_when_its_settings_want_no_model_sentence(tmp_path: Path,
+                                                                                      assistant: Assistant) -> None:
+    """`answer.summary_synthesis` 0 (the default model's preset): no prompt, no draft, the same list."""
+    drafted = assistant.ask(QUESTION)
+    generator = ScriptedGenerator(["They all study blade fatigue [1][2]."])
+    silent = Assistant(assistant.settings.with_values({"answer.summary_synthesis": 0}), embedder=assistant.embedder,
+                       generator=generator)
+    listed = silent.ask(QUESTION)
+    assert generator.prompts == [] and not listed.drafted and drafted.drafted
+    assert [c.paper.paper_id for c in (*listed.citations, *listed.more)] == \
+        [c.paper.paper_id for c in (*drafted.citations, *drafted.more)]
+    assert listed.mode == "extractive" and "the model's answer was not supported" not in R.small_print(listed)
+    # A single-paper question still asks the model.
+    silent.ask("What does the diffusion model generate?")
+    assert len(generator.prompts) == 1
