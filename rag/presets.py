@@ -83,8 +83,8 @@ def _parts(stem: str, count: int, version: str) -> tuple[Part, ...]:
 # bench/RESULTS.md, "A summary without the model": a summary's list is the evidence's; what the model adds is at most
 # two closing sentences on what the papers share. Over the 26 dev summaries no preset wrote one: the check kept 2
 # (SmolLM2), 6 (Qwen 0.5B, title fragments), 3 (Qwen 1.5B, titles run together) and 0 (Gemma) such sentences, none a
-# synthesis. So with a preset a summary is listed without running the model (Qwen 1.5B: 11.6 s -> 0.1 s p50); a GGUF
-# without a preset keeps `summary_synthesis` 2.
+# synthesis; on test, once, 3 / 6 / 3 / 1, none either. So with a preset a summary is listed without running the
+# model (Qwen 1.5B: 14.3 s a test summary); a GGUF without a preset keeps `summary_synthesis` 2.
 _NO_SUMMARY_SENTENCES = ("summary_synthesis", 0)
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
