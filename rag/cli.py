@@ -218,7 +218,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         raise RagError("ask: give a QUESTION or --questions-file FILE")
     filters = Filters(sources=frozenset(args.source or ()), has_code=True if args.has_code else None)
     assistant = Assistant(settings)
-    _load_concurrently(assistant)
+    # One summary listed from the evidence needs no chat model: the GGUF is then not loaded at all.
+    _load_concurrently(assistant, model=bool(args.questions_file) or not assistant.lists_without_model(args.question))
     for q in questions:
         assistant.follow_index()  # an ingest published a new index since the last question: answer from it
         if args.json:
@@ -241,10 +242,15 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _load_concurrently(assistant: Any) -> None:
-    """Load the GGUF in a thread while this one opens the index and the embedder: llama.cpp reads the model in
-    native code, without the GIL, while the index side is mostly imports (Chroma, bm25s), which hold it."""
+def _load_concurrently(assistant: Any, model: bool = True) -> None:
+    """Load the GGUF (unless not `model`) in a thread while this one opens the index and the embedder: llama.cpp
+    reads the model in native code, without the GIL, while the index side is mostly imports (Chroma, bm25s), which
+    hold it."""
     import threading
+
+    if not model:
+        _ = assistant.retriever
+        return
 
     failed: list[BaseException] = []
 

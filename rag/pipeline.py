@@ -27,6 +27,7 @@ from .config import Answering, Settings
 from .embed import Embedder, load_embedder
 from .evidence import SentenceScorer, best_sentence_score, relevant_papers, select_evidence
 from .generate import Generator, LlamaGenerator, Message
+from .gguf import resolve_model
 from .index import check_unlocked, index_generation, open_reader
 from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
@@ -86,6 +87,30 @@ class Assistant:
             return RemoteGenerator(settings.generation)
         # The data folder holds the faster Q8_0 copy of a Q4 GGUF (generation.quantize), made once.
         return LlamaGenerator(settings.generation, settings.paths.data_dir)
+
+    @property
+    def model_source(self) -> Path | None:
+        """The GGUF the chat model is (or will be) loaded from, found without loading it; None for a remote server
+        or a generator built elsewhere without a file."""
+        if self._generator is not None:
+            source = getattr(self._generator, "source", None)
+            return source if isinstance(source, Path) else None
+        if self.settings.generation.remote_url:
+            return None
+        return resolve_model(self.settings.generation, self.settings.paths.data_dir)
+
+    @property
+    def model_name(self) -> str:
+        """The chat model's name as answers report it; the file's name while it is not loaded."""
+        if self._generator is not None:
+            return self._generator.name
+        source = self.model_source
+        return source.name if source is not None else self.settings.generation.remote_model or "remote"
+
+    def lists_without_model(self, question: str) -> bool:
+        """Is `question`, asked without history, a summary listed from the evidence alone (the chat model's settings
+        write no closing sentences), so that answering it needs no GGUF loaded?"""
+        return Q.read(question).summary and self.answering().summary_synthesis == 0
 
     def use_generator(self, generator: Generator) -> None:
         """Swap the chat model for one built elsewhere (tests, eval's recorder); waits for any generation in flight."""
@@ -279,7 +304,7 @@ class Assistant:
                top_k: int | None = None, temperature: float | None = None,
                max_tokens: int | None = None) -> Iterator[Event]:
         """Yield answer text as it is generated, then the final Answer. Per-call overrides leave settings alone."""
-        _ = self.retriever, self.generator  # loading models is start-up cost, not question latency
+        _ = self.retriever  # loading is start-up cost, not question latency (the GGUF: when it is first needed)
         t0 = time.perf_counter()
         gen, ans = self.settings.generation, self.settings.answer
         temperature = gen.temperature if temperature is None else float(temperature)
@@ -293,7 +318,7 @@ class Assistant:
             searched, pinned, summary = q.searched, q.pinned, q.summary
             retrieved = self._retrieve(q, filters, top_k)
             timings = dict(retrieved.timings)
-            model_name = self.generator.name
+            model_name = self.model_name
             reason = gate(q, retrieved.hits, self.settings.retrieval.min_similarity)
             if reason:
                 notices.append(reason)
@@ -332,7 +357,6 @@ class Assistant:
                     timings["total_ms"] = (time.perf_counter() - t0) * 1000
                     yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                     return
-            generator = self.generator
             knobs = self.answering()
             listing = summary and not pinned
             final: tuple[str, str, list, int]  # text, mode, checks, markers dropped
@@ -342,6 +366,12 @@ class Assistant:
                 budget = A.Budgeted([], blocks, 0, 0, 0, 0)
                 final = (compose.summary([], blocks, q, knobs)[0], "extractive", [], 0)
             else:
+                if self._generator is None:  # loading the GGUF is start-up cost, not this answer's
+                    t_load = time.perf_counter()
+                    _ = self.generator
+                    t0 += time.perf_counter() - t_load
+                    t += time.perf_counter() - t_load
+                generator = self.generator
                 shown = history[-2 * ans.history_turns:] if ans.history_turns > 0 else []
                 # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).
                 asked = question if shown or searched == question else searched
@@ -365,7 +395,7 @@ class Assistant:
             notices.append(f"{budget.dropped_turns} earlier turn(s) left out to fit the model's context")
         yield Answer(
             question=question, text=text, citations=() if abstained else tuple(A.citations_for(text, budget.blocks)),
-            hits=tuple(retrieved.hits), abstained=abstained, timings=timings, model=generator.name,
+            hits=tuple(retrieved.hits), abstained=abstained, timings=timings, model=self.model_name,
             settings_fingerprint=self.fingerprint, prompt_version=self.prompts.version, searched=searched, mode=mode,
             focus=pinned, dropped_markers=dropped, dropped_evidence=budget.dropped_blocks, checks=tuple(checks),
             notices=tuple(notices), evidence=tuple(budget.blocks),
@@ -377,8 +407,8 @@ class Assistant:
         """The answer settings for the chat model in use: its preset's measured `[answer]` values (`Preset.answer`)
         for the settings left unset, and `judge_beyond_question = "auto"` decided by them ("off" without)."""
         knobs = self.settings.answer
-        source = getattr(self.generator, "source", None)
-        preset = presets.of_file(source) if isinstance(source, Path) else None
+        source = self.model_source
+        preset = presets.of_file(source) if source is not None else None
         profile = dict(preset.answer) if preset else {}
         update = {k: v for k, v in profile.items() if k not in knobs.model_fields_set}
         if knobs.judge_beyond_question == "auto":

@@ -6,6 +6,7 @@ process ran for the fixture, keeps using them). Timings are measured by bench/st
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,10 +28,10 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def _run_cli(tmp_path: Path, *argv: str) -> tuple[dict, list[str]]:  # type: ignore[type-arg]
+def _run_cli(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> tuple[dict, list[str]]:  # type: ignore[type-arg]
     out = tmp_path / "modules.json"
     done = subprocess.run([sys.executable, "-c", CHILD, str(out), *argv], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+                          timeout=600, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(out.read_text())
     assert got["code"] == 0
@@ -55,3 +56,18 @@ def test_search_imports_no_torch_stack_and_no_llm(seeded: Settings, tmp_path: Pa
     assert got["hits"]
     assert not (ABSENT | {"llama_cpp"}) & set(modules), sorted((ABSENT | {"llama_cpp"}) & set(modules))
     assert {"onnxruntime", "tokenizers", "chromadb", "bm25s"} <= set(modules)
+
+
+@pytest.mark.slow
+def test_a_summary_listed_from_the_evidence_loads_no_chat_model(seeded: Settings, tmp_path: Path) -> None:
+    # The default model's preset lists a summary without running the model, so `ask` never loads the GGUF ...
+    answer, modules = _run_cli(tmp_path, "ask", "Summarize the work on reinforcement learning for LLM agents",
+                               "--json", "--data-dir", str(seeded.paths.data_dir))
+    assert answer["mode"] == "extractive" and len(answer["citations"]) >= 2
+    assert "first_token_ms" not in answer["timings"] and answer["model"].endswith(".gguf")
+    assert "llama_cpp" not in modules
+    # ... while a factoid in the same data folder does (the test above: llama_cpp imported), and a summary whose
+    # model writes closing sentences does too.
+    _, written = _run_cli(tmp_path, "ask", "Summarize the work on reinforcement learning for LLM agents", "--json",
+                          "--data-dir", str(seeded.paths.data_dir), env={"RAG_ANSWER_SUMMARY_SYNTHESIS": "2"})
+    assert "llama_cpp" in written
