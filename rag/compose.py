@@ -104,6 +104,11 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
     if intent.wants in ("number", "expansion"):
         mine = [m for m in mine if answers_asked(intent, m[2])] or mine
     model_numbers = set(numbers_in(raw))
+    # The words the model's answer adds to the question point at the sentence it drew on, even when the answer
+    # itself did not survive the check.
+    # (Its numbers count above, once.)
+    added = {w for w in _stems(raw) - _stems(intent.text) - _stems(intent.searched) if not w[:1].isdigit()} \
+        if knobs.model_words_bonus else set()
 
     def key(item: tuple[float, int, str]) -> float:
         score, _, s = item
@@ -112,6 +117,8 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
             bonus += knobs.model_number_bonus
         if not answers_asked(intent, s):
             bonus -= knobs.wrong_kind_penalty
+        if added:
+            bonus += knobs.model_words_bonus * len(added & _stems(s)) / len(added)
         return score + bonus
 
     _, n, s = max(mine, key=key)

@@ -245,6 +245,9 @@ class Answering(Group):
                                                            "than this is cut to the clause holding the answer")
     model_number_bonus: float = Field(0.15, description="when the answer comes from the evidence, bonus for a "
                                                         "sentence holding a number the model wrote ...")
+    model_words_bonus: float = Field(0.5, description="... and w times the share of the words the model's "
+                                                      "(unsupported) answer adds to the question that a sentence "
+                                                      "holds: the sentence the model drew on answers first")
     wrong_kind_penalty: float = Field(0.3, description="... and penalty for one without the kind of thing asked "
                                                        "for (no number for \"how much\")")
     complete_answer_words: int = Field(1000, ge=1, description="an answer taken from the evidence whose first "

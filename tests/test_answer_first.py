@@ -93,6 +93,19 @@ def test_fallback_prefers_the_sentence_the_model_drew_on() -> None:
     assert "15.9%" in out.split(" [1].")[0] and "62.6%" not in out.split(" [1].")[0]
 
 
+def test_fallback_prefers_the_sentence_holding_the_words_the_model_added() -> None:
+    q = Q.read("What else does PrivGate bring along?")
+    blocks = [block(PRIV, scores=[0.3, 0.8, 0.7])]
+    # The model's answer did not survive, but the words it adds to the question point at the sentence it drew on.
+    out = compose.fallback(blocks, q, raw="PrivGate brings along extra token overhead [1].")
+    assert out.startswith("It adds 15.9% token overhead")
+    off = compose.fallback(blocks, q, raw="PrivGate brings along extra token overhead [1].",
+                           knobs=Answering(model_words_bonus=0))
+    assert off.startswith("PrivGate achieves a 62.6% reduction")
+    # Words the question already holds point nowhere.
+    assert compose.fallback(blocks, q, raw="PrivGate brings it along [1].").startswith("PrivGate achieves")
+
+
 def test_which_paper_answers_open_with_the_title() -> None:
     q = Q.read("Which paper reduces privacy leakage of LLM agents?")
     out = compose.fallback([block(PRIV)], q)
