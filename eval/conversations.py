@@ -6,7 +6,8 @@ ids they cited, as the chat and the API keep them), so a wrong first answer can 
 for a user. Scores:
 
 - last turn: fact in the answer, fact in its first sentence, the right paper cited (something cited and every cited
-  paper gold) and, for listing turns, citation recall and precision against the complete gold set;
+  paper gold) and, for listing turns, recall and precision of the papers shown (cited, then those listed under a
+  long summary, `Answer.more`) against the complete gold set;
 - "switch" conversations: the last turn cites none of the previous turn's papers that are not gold for it (a new
   subject is not pinned to the old paper);
 - "ordinal" turns (`refers_to`: previous_citation_N / previous_citations_N_M) are scored against the paper(s) the
@@ -80,7 +81,7 @@ def referred(refers_to: str, previous: Sequence[str]) -> tuple[str, ...]:
 def score_turn(turn: Turn, ans: Answer, gold: tuple[str, ...]) -> dict[str, Any]:
     cited = [c.paper.paper_id for c in ans.citations]
     facts = [list(f) for f in turn.facts]
-    precision, recall = M.citation_scores(cited, gold)
+    precision, recall = M.citation_scores(M.shown_papers(ans), gold)
     return {
         "question": turn.question, "searched": ans.searched, "resolved": list(ans.focus), "answer": ans.text,
         "mode": ans.mode, "cited": cited, "gold": list(gold),

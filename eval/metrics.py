@@ -46,6 +46,12 @@ def fact_hit(answer: str, facts: Sequence[Sequence[str]]) -> bool | None:
     return all(any(normalise(v) in text for v in variants if v.strip()) for variants in facts)
 
 
+def shown_papers(answer: Any) -> list[str]:
+    """The paper ids an answer shows: those it cites, then a summary's further papers on the topic that come listed
+    under it (`Answer.more`, past `answer.summary_max_papers`), which the user sees as well."""
+    return [c.paper.paper_id for c in (*answer.citations, *answer.more)]
+
+
 def citation_scores(cited: Iterable[str], gold: Iterable[str]) -> tuple[float | None, float | None]:
     """(precision, recall) of the cited paper ids against the gold ones, counting each paper once.
 

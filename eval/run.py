@@ -166,7 +166,7 @@ def retrieval_pass(pipe: Pipeline, questions: Sequence[Question], min_similarity
 
 def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
     cited = [c.paper.paper_id for c in ans.citations]
-    precision, recall = M.citation_scores(cited, q.gold)
+    precision, recall = M.citation_scores(M.shown_papers(ans), q.gold)
     facts = [list(f) for f in q.facts]
     hit = M.fact_hit(ans.text, facts)
     first = M.first_sentence(ans.text)

@@ -63,6 +63,21 @@ def test_citation_scores() -> None:
     assert M.citation_scores(["a", "b", "c", "d"], ["a", "b", "e"]) == (0.5, pytest.approx(2 / 3))
 
 
+def test_a_summarys_papers_past_its_list_count_as_shown() -> None:
+    from eval.run import score_answer
+
+    listed, rest, off = _paper("a"), _paper("b"), _paper("c")
+    ans = Answer(question="Which papers study privacy?", text="- Paper a [1].", citations=(Citation(1, listed),),
+                 hits=(), abstained=False, timings={}, model="m", settings_fingerprint="f",
+                 more=(Citation(2, rest), Citation(3, off)))
+    assert M.shown_papers(ans) == ["a", "b", "c"]
+    q = Question(id="m1", kind="multi", question=ans.question, gold=("a", "b"), facts=())
+    metrics = score_answer(q, ans)["metrics"]
+    # The user sees the papers listed under the answer too: b is found, c is shown off the topic.
+    assert metrics["citation_recall"] == 1.0 and metrics["citation_precision"] == pytest.approx(2 / 3)
+    assert metrics["correct"] == 1.0
+
+
 def test_outside_retrieved_counts_every_marker() -> None:
     assert M.outside_retrieved(["a", "z", "z"], ["a", "b"]) == 2
     assert M.outside_retrieved([], ["a"]) == 0
