@@ -105,8 +105,7 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
         mine = [m for m in mine if answers_asked(intent, m[2])] or mine
     model_numbers = set(numbers_in(raw))
     # The words the model's answer adds to the question point at the sentence it drew on, even when the answer
-    # itself did not survive the check.
-    # (Its numbers count above, once.)
+    # itself did not survive the check (its numbers count above, once).
     added = {w for w in _stems(raw) - _stems(intent.text) - _stems(intent.searched) if not w[:1].isdigit()} \
         if knobs.model_words_bonus else set()
 
