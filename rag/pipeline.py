@@ -101,16 +101,14 @@ class Assistant:
 
     @property
     def model_name(self) -> str:
-        """The chat model's name as answers report it; the file's name while it is not loaded."""
-        if self._generator is not None:
-            return self._generator.name
-        source = self.model_source
-        return source.name if source is not None else self.settings.generation.remote_model or "remote"
+        """The chat model's name as answers report it; a GGUF's file name while it is not loaded."""
+        source = self.model_source if self._generator is None else None
+        return source.name if source is not None else self.generator.name
 
     def lists_without_model(self, question: str) -> bool:
-        """Is `question`, asked without history, a summary listed from the evidence alone (the chat model's settings
-        write no closing sentences), so that answering it needs no GGUF loaded?"""
-        return Q.read(question).summary and self.answering().summary_synthesis == 0
+        """Is `question`, asked without history, a summary listed from the evidence alone, so that answering it
+        needs no GGUF loaded?"""
+        return _listed_from_evidence(Q.read(question), self.answering())
 
     def use_generator(self, generator: Generator) -> None:
         """Swap the chat model for one built elsewhere (tests, eval's recorder); waits for any generation in flight."""
@@ -360,18 +358,14 @@ class Assistant:
             knobs = self.answering()
             listing = summary and not pinned
             final: tuple[str, str, list, int]  # text, mode, checks, markers dropped
-            if listing and knobs.summary_synthesis == 0:
-                # The list is made from the evidence; the model would only add closing sentences, which this
-                # model's settings leave out: no prompt to fill, nothing to wait for.
+            if _listed_from_evidence(q, knobs):
                 budget = A.Budgeted([], blocks, 0, 0, 0, 0)
                 final = (compose.summary([], blocks, q, knobs)[0], "extractive", [], 0)
             else:
-                if self._generator is None:  # loading the GGUF is start-up cost, not this answer's
-                    t_load = time.perf_counter()
-                    _ = self.generator
-                    t0 += time.perf_counter() - t_load
-                    t += time.perf_counter() - t_load
-                generator = self.generator
+                t_load = time.perf_counter()
+                generator = self.generator  # loaded here the first time: start-up cost, not this answer's
+                loaded = time.perf_counter() - t_load
+                t0, t = t0 + loaded, t + loaded
                 shown = history[-2 * ans.history_turns:] if ans.history_turns > 0 else []
                 # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).
                 asked = question if shown or searched == question else searched
@@ -456,6 +450,12 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
     embedder = embedder or load_embedder(settings.embedding, cache_dir=settings.paths.data_dir)
     return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
                        progress=progress)
+
+
+def _listed_from_evidence(q: Q.Question, knobs: Answering) -> bool:
+    """A summary not pinned to earlier papers is a list made from the evidence; the model would only add closing
+    sentences, which `knobs` (this model's settings) may leave out: then no prompt to fill, nothing to wait for."""
+    return q.summary and not q.pinned and knobs.summary_synthesis == 0
 
 
 def _turns(history: list[Message] | None) -> list[Message]:
