@@ -7,6 +7,9 @@ sentence of that answer in the index (every answer sentence is stated by the pap
 finds its paper). The question's back-reference then picks among them: "it" the first, "the second one" the
 second, "the first two" two, "they" / "compare them" all (`question.pointed_at`); "the two" / "both" the two
 latest papers, reaching back past the last answer when it cited only one (`question.taken_together`). A follow-up
+that names nothing ("By how much?", "On which benchmark?": `question.elliptical`) is about the first of them, as
+"it" would be; one that asks which of them ("Which of them is about graphs?") is answered from those papers alone,
+the evidence choice picking the one it describes. A follow-up
 that describes its paper ("the clinical one", "And the paper on learnware specifications, what does it study?",
 "For the optimization-modeling agent, which base model is it built on?") may mean one the last answer did not
 list: the paper the question alone retrieves first joins the candidates, and the evidence choice picks the one
@@ -93,6 +96,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
+    if intent.selects:  # "Which of them ...?": one of those, never a paper the question alone would retrieve
+        return Focus(question, tuple(cited), described=True)
     if intent.described:
         picked = tuple(cited)
     elif together >= 2 and len(cited) >= 2:

@@ -240,7 +240,9 @@ class Assistant:
     def _retrieve(self, q: Q.Question, filters: Filters | None, top_k: int | None) -> Retrieved:
         if q.pinned:
             filters = replace(filters or Filters(), paper_ids=frozenset(q.pinned))
-        top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0)
+        # Every pinned paper is a candidate: "Which of them ...?" after a list of eight picks among all eight.
+        top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0,
+                    len(q.pinned))
         return self.retriever.search(q.searched, filters, top_k=top_k)
 
     def _first(self, text: str) -> str | None:

@@ -9,8 +9,10 @@ of matching the question's text again each on their own.
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), or "" when nothing narrower is asked;
   `asks` holds every one of those the question matches, `wants` the first;
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
-- refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one");
-  new_subject: it asks for a paper of its own ("is there a paper that ...?"), so its "its" is that paper.
+- refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one"), or names
+  nothing of its own ("By how much?", "On which benchmark?": `elliptical`); selects: it asks which of the earlier
+  papers ("Which of them is about graphs?"); new_subject: it asks for a paper of its own ("is there a paper that
+  ...?"), so its "its" is that paper.
 
 The pipeline then completes the record once, in order, with what needs the conversation or the corpus:
 `in_context` adds the standalone form searched and the earlier papers pinned (rag/conversation.py), `in_corpus` the
@@ -68,6 +70,21 @@ _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNOR
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b|"
                         r"\bthe (?:paper|work|study) (?:on|about) [\w\-]+(?: [\w\-]+){0,3}", re.IGNORECASE)
+# "Which of them ...?", "Which one ...?", "Which of the two ...?": one of the papers the last answer cited.
+_SELECT = re.compile(r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?(?:which|what)\s+(?:one\s+)?of\s+(?:them|these|those|the\s+"
+                     r"(?:two|three|four|five|\d+|(?:[\w\-]+\s+)?(?:papers|ones|works|methods|approaches)))\b|"
+                     r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?which\s+one\b", re.IGNORECASE)
+# What a follow-up can ask about a paper without naming anything ("By how much?", "On which benchmark?", "How much
+# faster?", "Evaluated on how many tasks?"): a question of at most _ELLIPTICAL_WORDS words whose other words are
+# all of these is about the paper under discussion, as "it" would be.
+_ASPECTS = frozenset("""much many more less better worse faster slower cheaper costlier larger smaller bigger higher lower
+    fast slow speed speedup speedups cost costs compute memory accuracy performance gain gains improvement improvements
+    result results data dataset datasets benchmark benchmarks baseline baselines metric metrics task tasks experiment
+    experiments evaluated evaluation tested test compared compare trained training learning measured kind kinds type
+    types sort model models method idea limitation limitations weakness weaknesses drawback drawbacks assumption
+    assumptions code authors else exactly example examples detail details large long parameters size setting settings
+    application applications proof guarantee guarantees theory""".split())
+_ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
 _COUNTS = {"two": 2, "three": 3, "2": 2, "3": 3}
@@ -86,7 +103,8 @@ _QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?
                        r"(?=" + _STOP + r"\b|[?.,;:]|$)", re.IGNORECASE)
 # Words that say "more/less of something" rather than naming the unit.
 _NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower extra additional overall total "
-                      "absolute relative average better worse quick small large fast slow big little".split())
+                      "absolute relative average better worse quick small large fast slow big little cheaper costlier "
+                      "quicker".split())
 # The clause that only describes which paper is meant, before or after what is asked: "In the work on RL that ...,
 # what estimator is proposed?", "According to the X paper, ...", "What does GHM stand for in the offline RL paper?".
 _WH = r"(?:what|which|how|who|where|when|why|does|do|did|is|are|was|were|can|could|has|have)"
@@ -115,7 +133,7 @@ class Question:
     unit_phrase: str  # ... as asked: "GPUs and hours"
     unit_heads: tuple[str, ...]  # the head noun of each unit asked: "how many synthetic trajectories" -> trajectories
     authors: bool  # asks who wrote a paper or where they work
-    refers_back: bool  # "it", "its", "that paper", "the second one", "compare them" ...
+    refers_back: bool  # "it", "its", "that paper", "the second one", "compare them", "By how much?" ...
     described: bool  # names an earlier paper by what it is about: "the few-shot one", "the clinical paper"
     continues: bool  # opens like a continuation ("and ...", "what about ...")
     new_subject: bool = False  # asks for a paper of its own ("is there a paper that ...?") or says it changes subject
@@ -123,6 +141,7 @@ class Question:
     ask: str = ""  # what is asked, without the clause describing the paper (`ask_part`); "" when that is all of it
     acronym: str = ""  # the name an expansion question asks to spell out: "What does GHM stand for?" -> "GHM"
     compound: bool = False  # asks a second thing: "What does SVG stand for, and what does it not need?"
+    selects: bool = False  # asks which of the earlier papers: "Which of them is about graphs?"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -204,11 +223,18 @@ def _new_subject(question: str) -> bool:
         or len(described) >= 2
 
 
+def elliptical(question: str) -> bool:
+    """Does the question name nothing of its own, so that it can only be about what was being discussed? "By how
+    much?", "How much faster?", "On which benchmark?" -> True; "And what about diffusion?" -> False."""
+    return len(question.split()) <= _ELLIPTICAL_WORDS and all(t in _ASPECTS for t in tokens(question))
+
+
 def read(question: str) -> Question:
     """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True)"""
-    if SUMMARY.search(question):
+    selects = bool(_SELECT.search(question))
+    if SUMMARY.search(question) and not selects:
         kind = "summary"
-    elif WHICH.search(question):
+    elif WHICH.search(question) or selects:
         kind = "which"
     else:
         kind = "factoid"
@@ -217,7 +243,7 @@ def read(question: str) -> Question:
     quantity = _QUANTITY.search(question)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()
-    described = bool(_DESCRIBED.search(question))
+    described = bool(_DESCRIBED.search(question)) or selects
     m = _ASKED_NOUN.search(question)
     # "Which paper proposes SOLAR?" asks for a paper, "What does SOLAR stand for?" for no noun: the phrase opens with
     # one of _NOT_ASKED or a verb.
@@ -231,10 +257,11 @@ def read(question: str) -> Question:
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_heads=heads,
                     unit_phrase=phrase, authors=bool(_AUTHORS.search(question)),
-                    refers_back=bool(_BACK.search(question)) or described, described=described,
+                    refers_back=bool(_BACK.search(question)) or described
+                    or (kind != "summary" and elliptical(question)), described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
-                    compound=bool(_SECOND.search(question, 1)))
+                    compound=bool(_SECOND.search(question, 1)), selects=selects)
 
 
 def taken_together(question: str) -> int:

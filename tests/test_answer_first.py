@@ -541,6 +541,34 @@ def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -
         ("privgate", "learnware"), True)
 
 
+def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_them_picks_among_them() -> None:
+    """"By how much?" names nothing, so it can only be about the paper under discussion, as "it" would be; "Which of
+    them is about graphs?" asks which of the papers the last answer cited, and never adds one the question alone
+    retrieves. A short question naming a subject of its own is searched as it is."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "Which papers deal with privacy?"},
+               {"role": "assistant", "content": "- PrivGate [1].\n- Link stealing [2].",
+                "paper_ids": ["privgate", "gnn"]}]
+
+    def focus(question: str) -> tuple[tuple[str, ...], bool]:
+        got = resolve(question, Q.read(question), history, locate=lambda s: None, first=lambda text: "other")
+        return got.papers, got.described
+
+    for question in ("By how much?", "How much faster?", "On which benchmark?", "Evaluated on how many tasks?",
+                     "Why?"):
+        assert Q.read(question).refers_back and focus(question) == (("privgate",), False), question
+    for question in ("What about robotics?", "And which papers use diffusion?", "How much does PrivGate cut leakage?"):
+        assert not Q.read(question).refers_back and focus(question) == ((), False), question
+    picks = Q.read("Which of them is about graphs?")
+    assert picks.selects and picks.kind == "which" and not picks.summary
+    assert focus("Which of them is about graphs?") == (("privgate", "gnn"), True)
+    assert focus("Which one of these uses a benchmark?") == (("privgate", "gnn"), True)
+    assert Q.read("Which of the two handles noise?").selects and not Q.read("Which papers handle noise?").selects
+    # "How much cheaper ...?" asks for a factor, not for the word "cheaper" (the paper says "cost by 9.7x").
+    assert Q.read("How much cheaper is training?").unit == ()
+
+
 def test_a_model_sentence_not_naming_the_noun_asked_for_gives_way_to_the_evidence_one() -> None:
     """"Which learnable transform ...?" is not answered by a supported model sentence that names no transform when
     the paper's own sentence does; a question asking for a name, or whose noun no evidence sentence names, keeps the

@@ -17,7 +17,7 @@ from rag.files import ParseReport
 from rag.parse import iter_papers
 
 SEEDS = QA_FILE.parent.parent / "seeds"
-CONVERSATION_KINDS = {"pronoun", "ordinal", "switch", "drilldown", "compare"}
+CONVERSATION_KINDS = {"pronoun", "ordinal", "switch", "drilldown", "compare", "elliptical", "select"}
 
 
 def test_rule_on_a_hand_made_group() -> None:
@@ -80,6 +80,11 @@ def test_conversations_are_well_formed() -> None:
             assert len(before["gold"]) >= 2 and set(last["gold"]) < set(before["gold"]), c["id"]
         if c["kind"] == "compare":
             assert len(last["gold"]) >= 2 and last["facts"] == [], c["id"]
+        if c["kind"] == "elliptical":  # the follow-up is about the paper of the turn before
+            assert len(before["gold"]) == 1 and last["gold"] == before["gold"], c["id"]
+        if c["kind"] == "select":  # "which of them ...?": one paper of the listing before
+            assert len(before["gold"]) >= 2 and len(last["gold"]) == 1 and set(last["gold"]) < set(before["gold"]), \
+                c["id"]
 
 
 def _readable(text: str) -> str:

@@ -12,6 +12,8 @@ from rag.records import CANNOT_ANSWER, Answer, StoreError
 from rag.retrieve import Filters
 
 PRIVGATE = "6480b13cf7654701"
+GNN_LINKS = "68cbc7867a86c476"  # link stealing against graph neural networks
+LEARNWARE = "783b3671c5fc8d35"
 
 
 @pytest.fixture
@@ -182,3 +184,24 @@ def test_a_follow_up_describing_a_paper_the_last_answer_did_not_cite_finds_it(bu
     assert drill.citations[0].paper.title.startswith("SERA:") and "Devstral-Small-2" in drill.text
     # A follow-up that only points back stays on the cited paper.
     assert a.ask("And what is its token overhead?", history=history).focus == (PRIVGATE,)
+
+
+def test_a_follow_up_naming_nothing_stays_on_the_paper_and_which_of_them_picks_one(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok", "ok", "ok"]))
+    first = a.ask("How much does PrivGate reduce privacy leakage?")
+    assert [c.paper.paper_id for c in first.citations] == [PRIVGATE]
+    history = [{"role": "user", "content": first.question}, {"role": "assistant", "content": first.text}]
+    # "On which benchmark?" names no paper: it is PrivGate's benchmark, not whichever paper the words retrieve.
+    ellipsis = a.ask("On which benchmark?", history=history)
+    assert ellipsis.focus == (PRIVGATE,) and "(about: " in ellipsis.searched
+    assert [c.paper.paper_id for c in ellipsis.citations] == [PRIVGATE] and "PrivacyLens" in ellipsis.text
+    # "Which of them ...?" after a list of three: the one on graphs, named alone, and no paper outside the three.
+    listed = [PRIVGATE, GNN_LINKS, LEARNWARE]
+    shown = [{"role": "user", "content": "Which papers deal with privacy?"},
+             {"role": "assistant", "content": "- PrivGate [1].\n- Link stealing [2].\n- Learnware [3].",
+              "paper_ids": listed}]
+    picked = a.ask("Which of them is about graph neural networks?", history=shown)
+    assert set(picked.focus) == set(listed) and not picked.abstained
+    assert picked.citations[0].paper.paper_id == GNN_LINKS
+    assert {c.paper.paper_id for c in picked.citations} <= set(listed) and not picked.text.startswith("- ")
