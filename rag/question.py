@@ -165,11 +165,12 @@ class Question:
 
     @property
     def asked(self) -> str:
-        """What a sentence inside the chosen paper must answer: `scored` without the words that only name the paper
-        among earlier ones ("Which datasets does the few-shot one use?" -> "Which datasets does use?"): every
-        sentence about few-shot learning matches those, the one naming the datasets need not); likewise `ask`, the
-        question without the clause that describes its paper."""
-        if self.described and self.pinned:
+        """What a sentence inside the chosen paper must answer: `scored` without the words that only name the paper,
+        among earlier ones or on its own ("Which datasets does the few-shot one use?", "What datasets does the
+        few-shot learning paper evaluate on?" -> "Which datasets does use?"): every sentence about few-shot learning
+        matches those, the one naming the datasets need not; likewise `ask`, the question without the clause that
+        describes its paper."""
+        if self.described:
             return _DESCRIBED.sub(" ", self.ask or self.scored)
         return self.ask or self.scored
 
