@@ -133,19 +133,23 @@ def _shingles(text: str, n: int = 6) -> set[tuple[str, ...]]:
 # Words a finished sentence does not end on: "We study offline policy optimization over ... from [1]." broke off.
 # (Particles that may end one, "the data they were trained on", are not among them.)
 _DANGLING = frozenset("a an the and or but nor of from than whose via such".split())
+# Two-word endings that always need an object ("... explicit reasoning based on."); a lone preposition may close a
+# relative clause ("the data they were trained on").
+_DANGLING_PAIRS = frozenset({"based on", "due to", "according to", "such as", "compared to", "compared with",
+                             "thanks to", "relative to", "as well"})
 
 
 def unfinished(sentence: str) -> bool:
     """Does the sentence break off: cut with an ellipsis, ending on a colon, or its last word an article, a
-    conjunction or a preposition that needs its object ("... action spaces from [1].")?"""
+    conjunction or a preposition that needs its object ("... action spaces from [1].", "... reasoning based on.")?"""
     text = MARKER.sub(" ", sentence).strip()
     if text.endswith(("...", "…", ":")):
         return True
     plain = text.rstrip(".!? ")
     if not plain:
         return False
-    last = plain.split()[-1].strip("\"'”’),;").lower()
-    return last in _DANGLING
+    words = [w.strip("\"'”’),;").lower() for w in plain.split()[-2:]]
+    return words[-1] in _DANGLING or " ".join(words) in _DANGLING_PAIRS
 
 
 def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,

@@ -818,6 +818,7 @@ def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
     assert support.unfinished("We study offline policy optimization over large action spaces from [1].")
     assert support.unfinished("The two tasks that STT-LLM outperformed were:")
     assert support.unfinished("PrivGate: a framework that selectively invokes explicit reasoning based on...")
+    assert support.unfinished("The benchmark is [1] about: a framework that invokes reasoning based on.")
     for finished in ("Training cost is reduced by 9.7× [1].", "Up to 40% [1].",
                      "It reveals secrets about the data they were trained on [1]."):
         assert not support.unfinished(finished)
