@@ -170,9 +170,12 @@ class Question:
         few-shot learning paper evaluate on?" -> "Which datasets does use?"): every sentence about few-shot learning
         matches those, the one naming the datasets need not; likewise `ask`, the question without the clause that
         describes its paper."""
+        whole = self.ask or self.scored
         if self.described:
-            return _DESCRIBED.sub(" ", self.ask or self.scored)
-        return self.ask or self.scored
+            rest = _DESCRIBED.sub(" ", whole)
+            # "What is the FoundObj paper about?" asks about the whole paper: nothing is left to pick a sentence by.
+            return rest if tokens(rest) else whole
+        return whole
 
     def in_context(self, searched: str, pinned: tuple[str, ...] = (), described: bool = False) -> Question:
         """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",

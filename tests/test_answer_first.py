@@ -812,6 +812,8 @@ def test_inside_a_paper_the_words_naming_it_do_not_pick_the_sentence() -> None:
     learning, so the words describing it are left out of what a sentence must answer, pinned or not."""
     q = Q.read("What datasets does the few-shot learning paper evaluate on?")
     assert q.described and "few-shot" not in q.asked and "datasets" in q.asked
+    # Asking about the whole paper leaves nothing else to pick its sentence by: the question stays as it is.
+    assert Q.read("What is the FoundObj paper about?").asked == "What is the FoundObj paper about?"
 
 
 def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
