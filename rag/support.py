@@ -133,10 +133,9 @@ def _shingles(text: str, n: int = 6) -> set[tuple[str, ...]]:
 # Words a finished sentence does not end on: "We study offline policy optimization over ... from [1]." broke off.
 # (Particles that may end one, "the data they were trained on", are not among them.)
 _DANGLING = frozenset("a an the and or but nor of from than whose via such".split())
-# Two-word endings that always need an object ("... explicit reasoning based on."); a lone preposition may close a
-# relative clause ("the data they were trained on").
-_DANGLING_PAIRS = frozenset({"based on", "due to", "according to", "such as", "compared to", "compared with",
-                             "thanks to", "relative to", "as well"})
+# Two-word endings that need an object ("... explicit reasoning based on."). A lone preposition may close a relative
+# clause ("the data they were trained on", "the VLM it is compared with"), so only these count.
+_DANGLING_PAIRS = frozenset({"based on", "due to", "according to", "such as", "thanks to"})
 
 
 def unfinished(sentence: str) -> bool:

@@ -822,7 +822,8 @@ def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
     assert support.unfinished("PrivGate: a framework that selectively invokes explicit reasoning based on...")
     assert support.unfinished("The benchmark is [1] about: a framework that invokes reasoning based on.")
     for finished in ("Training cost is reduced by 9.7× [1].", "Up to 40% [1].",
-                     "It reveals secrets about the data they were trained on [1]."):
+                     "It reveals secrets about the data they were trained on [1].",
+                     "Its embedding is 5x smaller than that of the VLM it is compared with [1]."):
         assert not support.unfinished(finished)
     _, checks = checked("PrivGate achieves a 62.6% reduction in privacy leakage of [1].",
                         "How much does PrivGate cut leakage?", [block(PRIV)])

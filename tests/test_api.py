@@ -145,6 +145,16 @@ def test_follow_up_with_only_its_is_answered_from_the_history(server: Server) ->
     assert all(QUESTION not in str(p) for p in server.generator.prompts[asked:])
 
 
+def test_a_follow_up_naming_nothing_is_resolved_through_the_api_as_in_the_chat(server: Server) -> None:
+    follow = "On which benchmark?"
+    history = [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": REPLY}]
+    reference = server.direct(follow, OVERHEAD, history=history)
+    got = _ask(server, OVERHEAD, messages=[*history, {"role": "user", "content": follow}])
+    assert got.rag["resolved_papers"] == list(reference.focus) == [PRIVGATE]
+    assert got.rag["searched"] == reference.searched != follow
+    assert [c["paper_id"] for c in got.choices[0].message.citations] == [PRIVGATE]
+
+
 def test_filters_restrict_what_is_cited(server: Server) -> None:
     only = Filters(sources=frozenset({OTHER_SOURCE}))
     reference = server.direct(QUESTION, REPLY, filters=only)
