@@ -77,13 +77,13 @@ _SELECT = re.compile(r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?(?:which|what)\s+(?:on
 # What a follow-up can ask about a paper without naming anything ("By how much?", "On which benchmark?", "How much
 # faster?", "Evaluated on how many tasks?"): a question of at most _ELLIPTICAL_WORDS words whose other words are
 # all of these is about the paper under discussion, as "it" would be.
-_ASPECTS = frozenset("""much many more less better worse faster slower cheaper costlier larger smaller bigger higher lower
-    fast slow speed speedup speedups cost costs compute memory accuracy performance gain gains improvement improvements
-    result results data dataset datasets benchmark benchmarks baseline baselines metric metrics task tasks experiment
-    experiments evaluated evaluation tested test compared compare trained training learning measured kind kinds type
-    types sort model models method idea limitation limitations weakness weaknesses drawback drawbacks assumption
-    assumptions code authors else exactly example examples detail details large long parameters size setting settings
-    application applications proof guarantee guarantees theory""".split())
+_ASPECTS = frozenset("""much many more less better worse faster slower cheaper costlier larger smaller bigger higher
+    lower fast slow speed speedup speedups cost costs compute memory accuracy performance gain gains improvement
+    improvements result results data dataset datasets benchmark benchmarks baseline baselines metric metrics task
+    tasks experiment experiments evaluated evaluation tested test compared compare trained training learning
+    measured kind kinds type types sort model models method idea limitation limitations weakness weaknesses
+    drawback drawbacks assumption assumptions code authors else exactly example examples detail details large long
+    parameters size setting settings application applications proof guarantee guarantees theory""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
