@@ -49,10 +49,16 @@ _THE_N = (r"the (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|model
           r"perform|mean|need|rely|train|evaluate|work)\b)")
 # Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
 # refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always.
+# "the second" standing for a paper: the ordinal ends the question or a clause, or a verb follows it ("And the second?",
+# "What does the third propose?"); "the second stage" is not a paper.
+_BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|$)|\s+(?:do|does|did|is|was|has|"
+                 r"propose|proposes|use|uses|study|studies|show|shows|say|says|find|finds|report|reports|achieve|"
+                 r"achieves|introduce|introduces|address|addresses|claim|claims|about)\b)")
 _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|this (paper|work|method|"
                    r"approach|model|one)|that (paper|work|method|approach|model|one)|the (same|former|latter) ?\w*|"
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
-                   r"the (first|last) (two|three)|" + _THE_N + r"|the (paper|method|approach|framework|model)|"
+                   r"the (first|last) (two|three)|" + _BARE_ORDINAL + "|" + _THE_N +
+                   r"|the (paper|method|approach|framework|model)|"
                    r"compare them|each of them|one of them)\b", re.IGNORECASE)
 # A question that asks for a paper of its own, or says it changes the subject: its "it" / "its" is that new paper
 # ("Something else: is there a paper that recommends meals, and what is its dataset called?"); see _new_subject.
@@ -280,8 +286,9 @@ def taken_together(question: str) -> int:
 def pointed_at(question: str, count: int) -> list[int]:
     """Which of the `count` previously cited papers (0-based, in citation order) the question points at.
 
-    "the second one" -> [1]; "the first two" -> [0, 1]; "the last one" -> [count - 1]; "it", "its", "that paper"
-    -> [0]; "they", "them", "both", "compare them" -> all. e.g. pointed_at("What about the second one?", 3) -> [1]
+    "the second one", "and the second?" -> [1]; "the first two" -> [0, 1]; "the last one" -> [count - 1]; "it",
+    "its", "that paper" -> [0]; "they", "them", "both", "compare them" -> all. e.g. pointed_at("What about the second
+    one?", 3) -> [1]
     """
     if count <= 0:
         return []
@@ -290,7 +297,8 @@ def pointed_at(question: str, count: int) -> list[int]:
         n = min(_COUNTS[m.group(2).lower()], count)
         return list(range(count - n, count)) if m.group(1).lower() == "last" else list(range(n))
     m = _ORDINAL.search(question)
-    if m and (m.group(2) or re.search(r"\b(paper|one|work|method)s?\b", question, re.IGNORECASE)):
+    if m and (m.group(2) or re.search(r"\b(paper|one|work|method)s?\b", question, re.IGNORECASE)
+              or re.search(_BARE_ORDINAL, question, re.IGNORECASE)):
         word = m.group(1).lower()
         i = count - 1 if word == "last" else _ORDINALS[word]
         return [i] if i < count else []

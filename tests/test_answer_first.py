@@ -567,6 +567,10 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
     assert focus("Which of them is about graphs?") == (("privgate", "gnn"), True)
     assert focus("Which one of these uses a benchmark?") == (("privgate", "gnn"), True)
     assert Q.read("Which of the two handles noise?").selects and not Q.read("Which papers handle noise?").selects
+    # A bare ordinal stands for a listed paper when nothing names another thing: "And the second?" is the second.
+    for question, i in (("And the second?", 1), ("What does the third propose?", 2), ("Tell me about the first.", 0)):
+        assert Q.read(question).refers_back and Q.pointed_at(question, 3) == [i], question
+    assert not Q.read("What happens in the second stage?").refers_back
     # "How much cheaper ...?" asks for a factor, not for the word "cheaper" (the paper says "cost by 9.7x").
     assert Q.read("How much cheaper is training?").unit == ()
 
