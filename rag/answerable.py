@@ -8,13 +8,15 @@ question points back at papers already cited ("and its gains?").
 
 Retrieval also finds the paper a near-miss question is about ("How many milliseconds of latency does PrivGate
 add?" finds PrivGate), so a similarity threshold cannot tell it from an answerable one. What gives it away is that
-the thing asked for is not in the paper at all. Two checks, both about the evidence papers, never the whole corpus:
+the thing asked for is not in the paper at all. Three checks, all about the evidence papers, never the whole corpus:
 
 - a quantity question names its unit ("how many GPUs", "how much wall-clock speedup"): when none of the unit's
   words occurs in any evidence paper, no number there can be the answer;
-- a question about who wrote a paper (authors, affiliations) when the records carry no author list.
+- a question about who wrote a paper (authors, affiliations) when the records carry no author list;
+- a question whether code, data or weights are available ("Is the code available?") when no evidence paper links
+  any or says so: "yes" or "no" would be a guess.
 
-Both are deliberately narrow (eval/QA.md): a wrong abstention hides an answer the user could have had, and
+All are deliberately narrow (eval/QA.md): a wrong abstention hides an answer the user could have had, and
 questions describe what they ask for in their own words ("which surface", "what property").
 """
 
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 
 from .question import Question
 from .records import Hit, Paper
-from .text import tokens
+from .text import states_availability, tokens
 
 
 def gate(question: Question, hits: Sequence[Hit], min_similarity: float) -> str | None:
@@ -63,6 +65,8 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
         return None
     if question.authors and not any(p.authors for p in papers):
         return "these records carry no author or affiliation information (only the abstracts)"
+    if question.availability and not any(p.has_code or states_availability(p.abstract) for p in papers):
+        return "the abstracts found say nothing about code, data or weights being available"
     if question.unit:
         words = {w for p in papers for w in tokens(p.title + " " + p.abstract)}
         if not any(_mentions(t, words) for t in question.unit):

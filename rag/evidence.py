@@ -28,7 +28,7 @@ from .config import Answering
 from .embed import Embedder
 from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit
-from .text import continues, has_quantity, split_sentences, tokens
+from .text import continues, has_quantity, split_sentences, states_availability, tokens
 
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
@@ -223,10 +223,7 @@ def _mentions(word: str, words: set[str]) -> bool:
     return word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words))
 
 
-# "Code is available at https://github.com/...": where to get the artefacts, not what the paper is about.
-_AVAILABILITY = re.compile(r"\b(?:code|implementation|data(?:sets?)?|models?|weights|checkpoints?)\b[^.]{0,60}?"
-                           r"\b(?:is|are|will be)\s+(?:publicly\s+|openly\s+|made\s+)?(?:available|released|"
-                           r"open-sourced)|https?://|\bgithub\b", re.IGNORECASE)
+# A topic about where to get artefacts; otherwise "Code is available at ..." says nothing of what a paper is about.
 _ASKS_AVAILABILITY = re.compile(r"\b(?:availab\w*|releas\w*|open[- ]sourc\w*|github|public\w*)\b",
                                 re.IGNORECASE)
 
@@ -236,7 +233,7 @@ def topical(paper_text: str, topic: str) -> str:
     about availability: a paper on image retrieval is not about code because its code will be released."""
     if _ASKS_AVAILABILITY.search(topic):
         return paper_text
-    return " ".join(s for s in split_sentences(paper_text) if not _AVAILABILITY.search(s))
+    return " ".join(s for s in split_sentences(paper_text) if not states_availability(s))
 
 
 def topic_cover(alternatives: list[dict[str, float]], paper_text: str) -> float:

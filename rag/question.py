@@ -9,6 +9,7 @@ of matching the question's text again each on their own.
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), or "" when nothing narrower is asked;
   `asks` holds every one of those the question matches, `wants` the first;
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
+  availability: it asks whether code, data or weights are available;
 - refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one"), or names
   nothing of its own ("By how much?", "On which benchmark?": `elliptical`); selects: it asks which of the earlier
   papers ("Which of them is about graphs?"); new_subject: it asks for a paper of its own ("is there a paper that
@@ -81,15 +82,18 @@ _SELECT = re.compile(r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?(?:which|what)\s+(?:on
                      r"(?:two|three|four|five|\d+|(?:[\w\-]+\s+)?(?:papers|ones|works|methods|approaches)))\b|"
                      r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?which\s+one\b", re.IGNORECASE)
 # What a follow-up can ask about a paper without naming anything ("By how much?", "On which benchmark?", "How much
-# faster?", "Evaluated on how many tasks?"): a question of at most _ELLIPTICAL_WORDS words whose other words are
-# all of these is about the paper under discussion, as "it" would be.
+# faster?", "Evaluated on how many tasks?", "Is the code available?", "Tell me more."): a question of at most
+# _ELLIPTICAL_WORDS words whose other words are all of these is about the paper under discussion, as "it" would be.
 _ASPECTS = frozenset("""much many more less better worse faster slower cheaper costlier larger smaller bigger higher
     lower fast slow speed speedup speedups cost costs compute memory accuracy performance gain gains improvement
     improvements result results data dataset datasets benchmark benchmarks baseline baselines metric metrics task
     tasks experiment experiments evaluated evaluation tested test compared compare trained training learning
     measured kind kinds type types sort model models method idea limitation limitations weakness weaknesses
     drawback drawbacks assumption assumptions code authors else exactly example examples detail details large long
-    parameters size setting settings application applications proof guarantee guarantees theory""".split())
+    parameters size setting settings application applications proof guarantee guarantees theory main key idea ideas
+    contribution contributions problem problems available open source year published summary s
+    tell me you explain elaborate describe go please really released release public publicly github weights
+    checkpoints implementation downloadable""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
@@ -124,6 +128,11 @@ _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:
 _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 # A second question after the first: "What does SVG stand for, and what does it not need ...?"
 _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
+# Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
+_AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
+                           r"\b(?:available|released|public(?:ly)?|open[- ]sourced?|on github|downloadable)\b|"
+                           r"\bopen[- ]source\b|\bgithub\b|\bwhere can (?:i|one|we) (?:get|find|download)\b",
+                           re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
                       r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
                       re.IGNORECASE)
@@ -148,6 +157,7 @@ class Question:
     acronym: str = ""  # the name an expansion question asks to spell out: "What does GHM stand for?" -> "GHM"
     compound: bool = False  # asks a second thing: "What does SVG stand for, and what does it not need?"
     selects: bool = False  # asks which of the earlier papers: "Which of them is about graphs?"
+    availability: bool = False  # asks whether code, data or weights are available: "Is the code available?"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -271,7 +281,8 @@ def read(question: str) -> Question:
                     or (kind != "summary" and elliptical(question)), described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
-                    compound=bool(_SECOND.search(question, 1)), selects=selects)
+                    compound=bool(_SECOND.search(question, 1)), selects=selects,
+                    availability=bool(_AVAILABILITY.search(question)))
 
 
 def taken_together(question: str) -> int:

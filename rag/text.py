@@ -189,6 +189,17 @@ def mend_numbers(text: str, source: str) -> str:
     return "".join(out) + _BARE.sub(sign, joined[at:])
 
 
+# "Code is available at https://github.com/...": a statement of where to get a paper's artefacts.
+_AVAILABILITY = re.compile(r"\b(?:code|implementation|data(?:sets?)?|models?|weights|checkpoints?)\b[^.]{0,60}?"
+                           r"\b(?:is|are|will be)\s+(?:publicly\s+|openly\s+|made\s+)?(?:available|released|"
+                           r"open-sourced)|https?://|\bgithub\b", re.IGNORECASE)
+
+
+def states_availability(text: str) -> bool:
+    """Does the text say where (or that) code, data or models can be had? e.g. "Code is available at https://..."."""
+    return bool(_AVAILABILITY.search(text))
+
+
 def has_quantity(text: str) -> bool:
     """Does the text state an amount? e.g. "improves FRD by 3.3%" -> True; "4D LiDAR with GPT-4" -> False."""
     return bool(_QUANTITY.search(text))

@@ -558,7 +558,7 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
         return got.papers, got.described
 
     for question in ("By how much?", "How much faster?", "On which benchmark?", "Evaluated on how many tasks?",
-                     "Why?"):
+                     "Why?", "Tell me more.", "Is the code available?", "What are the main results?"):
         assert Q.read(question).refers_back and focus(question) == (("privgate",), False), question
     for question in ("What about robotics?", "And which papers use diffusion?", "How much does PrivGate cut leakage?"):
         assert not Q.read(question).refers_back and focus(question) == ((), False), question

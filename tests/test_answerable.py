@@ -44,6 +44,17 @@ def test_author_questions_need_author_records() -> None:
     assert unanswerable_reason(read("Who are the authors of the PrivGate paper?"), [with_authors]) is None
 
 
+def test_whether_code_is_available_needs_a_link_or_a_statement() -> None:
+    asked = read("Is the code available?")
+    assert asked.availability and read("Is it open source?").availability
+    assert not read("Which public benchmark does PrivGate use?").availability
+    assert "nothing about code" in (unanswerable_reason(asked, [PRIV]) or "")
+    linked = make_paper("We propose NITP. Our implementation is available at https://github.com/a/NITP.", "n.txt", 0)
+    promised = make_paper("We propose SOLAR, a retrieval model. Code will be available upon publication.", "s.txt", 0)
+    assert unanswerable_reason(asked, [linked]) is None and unanswerable_reason(asked, [promised]) is None
+    assert unanswerable_reason(read("What does PrivGate gate?"), [PRIV]) is None  # not asked: no judgement
+
+
 def test_pipeline_abstains_with_the_reason_and_never_calls_the_model(tmp_path: Path) -> None:
     s = make_settings(tmp_path / "data")
     emb = HashEmbedder()
@@ -58,3 +69,8 @@ def test_pipeline_abstains_with_the_reason_and_never_calls_the_model(tmp_path: P
     gen2 = ScriptedGenerator(["PrivGate has a 15.9% token overhead [1]."])
     ok = Assistant(s, embedder=emb, generator=gen2).ask("How much token overhead does PrivGate add?")
     assert not ok.abstained and gen2.prompts
+    # "Is the code available?" after PrivGate (whose abstract links none and says nothing) is not guessed at.
+    history = [{"role": "user", "content": ok.question}, {"role": "assistant", "content": ok.text}]
+    code = Assistant(s, embedder=emb, generator=ScriptedGenerator(["Yes [1]."])).ask("Is the code available?",
+                                                                                   history=history)
+    assert code.abstained and "PrivGate" in code.searched and "nothing about code" in " ".join(code.notices)
