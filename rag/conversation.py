@@ -18,7 +18,8 @@ described.
 A question without a back-reference is searched as it is, even after a long conversation: "and which papers use
 diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question; so is one that asks
 for a paper of its own ("Something else: is there a paper on X, and what is its dataset?"), whose "its" is that
-paper.
+paper. The exception is a short question every word of which the paper under discussion uses ("What is the main
+risk?" after the learnware paper): it can only mean that paper.
 """
 
 from __future__ import annotations
@@ -82,15 +83,24 @@ def _first_index(text: str, n: int) -> int:
 
 
 def resolve(question: str, intent: Q.Question, history: Sequence[Message],
-            locate: Callable[[str], str | None], first: Callable[[str], str | None] = lambda text: None) -> Focus:
+            locate: Callable[[str], str | None], first: Callable[[str], str | None] = lambda text: None,
+            words: Callable[[str], set[str]] = lambda paper_id: set()) -> Focus:
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
-    retrieves first, a candidate for a question that describes its paper.
+    retrieves first, a candidate for a question that describes its paper; `words` a paper's words.
 
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
-    were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question)
+    were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question),
+    unless it is short and every word it names is in the paper under discussion ("What is the main risk?" after the
+    learnware paper, which says "risk").
     """
-    if not history or not intent.refers_back or intent.new_subject or len(question.split()) > 30:
+    if not history or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
+    if not intent.refers_back:
+        asked = Q.named(question)
+        if intent.summary or not asked or not Q.short(question):
+            return Focus(question)
+        cited = previous_citations(history, locate)
+        return Focus(question, (cited[0],)) if cited and asked <= words(cited[0]) else Focus(question)
     together = Q.taken_together(question)
     cited = previous_citations(history, locate, at_least=together or 1)
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was

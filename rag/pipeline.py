@@ -33,7 +33,7 @@ from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, StoreError
 from .retrieve import Filters, Retrieved, Retriever
-from .text import mend_numbers
+from .text import mend_numbers, tokens
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ class Assistant:
     def _read(self, question: str, history: list[Message]) -> Q.Question:
         """`read` with the compute lock held."""
         q = Q.read(question)
-        focus = conversation.resolve(question, q, history, self._locate, self._first)
+        focus = conversation.resolve(question, q, history, self._locate, self._first, self._words)
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
             titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
@@ -244,6 +244,11 @@ class Assistant:
         top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0,
                     len(q.pinned))
         return self.retriever.search(q.searched, filters, top_k=top_k)
+
+    def _words(self, paper_id: str) -> set[str]:
+        """A paper's words, as questions are read (`text.tokens`)."""
+        paper = self.retriever.catalog.get_many([paper_id]).get(paper_id)
+        return set(tokens(paper.raw + " " + paper.title)) if paper else set()
 
     def _first(self, text: str) -> str | None:
         """The paper a text alone retrieves first."""

@@ -93,7 +93,7 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     parameters size setting settings application applications proof guarantee guarantees theory main key idea ideas
     contribution contributions problem problems available open source year published summary s
     tell me you explain elaborate describe go please really released release public publicly github weights
-    checkpoints implementation downloadable""".split())
+    checkpoints implementation downloadable fewer greater percent percentage times factor points""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
@@ -243,10 +243,20 @@ def _new_subject(question: str) -> bool:
         or len(described) >= 2
 
 
+def short(question: str) -> bool:
+    """Short enough to be a follow-up that leans on what was said before ("By how much?", "What is the main risk?")."""
+    return len(question.split()) <= _ELLIPTICAL_WORDS
+
+
+def named(question: str) -> set[str]:
+    """The question's words beyond the generic ones any follow-up may use: "What is the main risk?" -> {"risk"}."""
+    return {t for t in tokens(question) if t not in _ASPECTS}
+
+
 def elliptical(question: str) -> bool:
     """Does the question name nothing of its own, so that it can only be about what was being discussed? "By how
     much?", "How much faster?", "On which benchmark?" -> True; "And what about diffusion?" -> False."""
-    return len(question.split()) <= _ELLIPTICAL_WORDS and all(t in _ASPECTS for t in tokens(question))
+    return short(question) and not named(question)
 
 
 def read(question: str) -> Question:

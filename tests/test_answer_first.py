@@ -562,6 +562,16 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
         assert Q.read(question).refers_back and focus(question) == (("privgate",), False), question
     for question in ("What about robotics?", "And which papers use diffusion?", "How much does PrivGate cut leakage?"):
         assert not Q.read(question).refers_back and focus(question) == ((), False), question
+    # A short question whose every word the discussed paper uses can only mean that paper; one naming anything the
+    # paper does not say is a new search.
+    said = {"privgate": {"privacy", "leakage", "risk", "gate"}}
+
+    def focus_words(question: str) -> tuple[str, ...]:
+        return resolve(question, Q.read(question), history, locate=lambda s: None, first=lambda text: None,
+                       words=lambda paper_id: said.get(paper_id, set())).papers
+
+    assert focus_words("What is the main risk?") == ("privgate",)
+    assert focus_words("What about robotics?") == () and focus_words("What is the main risk of LLM agents?") == ()
     picks = Q.read("Which of them is about graphs?")
     assert picks.selects and picks.kind == "which" and not picks.summary
     assert focus("Which of them is about graphs?") == (("privgate", "gnn"), True)
