@@ -43,6 +43,7 @@ class Focus:
     searched: str  # the query retrieval runs on
     papers: tuple[str, ...] = ()  # paper ids the question points at (empty: not pinned to earlier papers)
     described: bool = False  # the papers are candidates for one the question describes, not all of them
+    side_by_side: bool = False  # the papers are compared: all of them, whatever the question describes
 
 
 def previous_citations(history: Sequence[Message], locate: Callable[[str], str | None],
@@ -108,6 +109,13 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
     if intent.selects:  # "Which of them ...?": one of those, never a paper the question alone would retrieve
         return Focus(question, tuple(cited), described=True)
+    if intent.compares and not together:
+        # "How does it differ from NAEViT?", "Compare it with the learnware paper.": the paper pointed at and the one
+        # the question names, side by side (two pinned papers not told apart are a summary of both).
+        base = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
+        other = first(question)
+        if len(base) == 1 and other and other not in base:
+            return Focus(question, base + (other,), side_by_side=True)
     if intent.described:
         picked = tuple(cited)
     elif together >= 2 and len(cited) >= 2:

@@ -226,7 +226,7 @@ class Assistant:
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
             titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
-            q = q.in_context(f"{question} (about: {titles[:400]})", focus.papers, focus.described)
+            q = q.in_context(f"{question} (about: {titles[:400]})", focus.papers, focus.described, focus.side_by_side)
         else:
             q = q.in_context(focus.searched)
         return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched))

@@ -128,6 +128,9 @@ _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:
 _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 # A second question after the first: "What does SVG stand for, and what does it not need ...?"
 _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
+# Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
+_COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|difference|differences|versus|vs)\b",
+                       re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
                            r"\b(?:available|released|public(?:ly)?|open[- ]sourced?|on github|downloadable)\b|"
@@ -158,6 +161,7 @@ class Question:
     compound: bool = False  # asks a second thing: "What does SVG stand for, and what does it not need?"
     selects: bool = False  # asks which of the earlier papers: "Which of them is about graphs?"
     availability: bool = False  # asks whether code, data or weights are available: "Is the code available?"
+    compares: bool = False  # sets papers side by side: "How does it differ from NAEViT?"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -193,11 +197,13 @@ class Question:
             return rest if tokens(rest) else whole
         return whole
 
-    def in_context(self, searched: str, pinned: tuple[str, ...] = (), described: bool = False) -> Question:
+    def in_context(self, searched: str, pinned: tuple[str, ...] = (), described: bool = False,
+                   side_by_side: bool = False) -> Question:
         """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",
         "the first two") make it a summary of those papers. `described`: the pinned papers are candidates for the
-        one the question describes (`conversation.Focus.described`)."""
-        described = self.described or described
+        one the question describes (`conversation.Focus.described`); `side_by_side`: they are all set side by side,
+        whatever the question describes ("How does it compare with the learnware paper?")."""
+        described = (self.described or described) and not side_by_side
         kind = "summary" if len(pinned) > 1 and not described else self.kind
         return replace(self, searched=searched, pinned=pinned, kind=kind, described=described)
 
@@ -292,7 +298,7 @@ def read(question: str) -> Question:
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
-                    availability=bool(_AVAILABILITY.search(question)))
+                    availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)))
 
 
 def taken_together(question: str) -> int:

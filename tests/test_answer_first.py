@@ -572,6 +572,11 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
 
     assert focus_words("What is the main risk?") == ("privgate",)
     assert focus_words("What about robotics?") == () and focus_words("What is the main risk of LLM agents?") == ()
+    # "How does it differ from X?": the paper pointed at and the one the question names, side by side.
+    differ = "How does it differ from the learnware paper?"
+    versus = resolve(differ, Q.read(differ), history, locate=lambda s: None, first=lambda text: "learnware")
+    assert versus.papers == ("privgate", "learnware") and versus.side_by_side
+    assert Q.read(differ).in_context("x", versus.papers, versus.described, versus.side_by_side).summary
     picks = Q.read("Which of them is about graphs?")
     assert picks.selects and picks.kind == "which" and not picks.summary
     assert focus("Which of them is about graphs?") == (("privgate", "gnn"), True)
