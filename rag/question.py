@@ -259,6 +259,14 @@ def named(question: str) -> set[str]:
     return {t for t in tokens(question) if t not in _ASPECTS}
 
 
+def names_another(question: str) -> bool:
+    """Does a comparison name something besides what it points back at? "How does it differ from NAEViT?" -> True;
+    "How do they differ?", "Compare them." -> False (the papers already cited are the ones compared)."""
+    if re.search(r"\b(?:they|them|their|both|these|those)\b", question, re.IGNORECASE):
+        return False
+    return bool(named(_COMPARES.sub(" ", question)))
+
+
 def elliptical(question: str) -> bool:
     """Does the question name nothing of its own, so that it can only be about what was being discussed? "By how
     much?", "How much faster?", "On which benchmark?" -> True; "And what about diffusion?" -> False."""
