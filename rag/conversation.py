@@ -97,7 +97,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     if not history or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
     if not intent.refers_back:
-        asked = Q.named(question)
+        asked = Q.named_words(question)
         if intent.summary or not asked or not Q.short(question):
             return Focus(question)
         cited = previous_citations(history, locate)

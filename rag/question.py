@@ -48,13 +48,13 @@ YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|h
 _THE_N = (r"the (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|models))?(?=\s*[?.,;]|\s+(?:differ|"
           r"compare|have|has|share|use|do|does|did|are|were|is|agree|relate|overlap|handle|address|achieve|report|"
           r"perform|mean|need|rely|train|evaluate|work)\b)")
-# Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
-# refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always.
 # "the second" standing for a paper: the ordinal ends the question or a clause, or a verb follows it ("And the second?",
 # "What does the third propose?"); "the second stage" is not a paper.
 _BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|$)|\s+(?:do|does|did|is|was|has|"
                  r"propose|proposes|use|uses|study|studies|show|shows|say|says|find|finds|report|reports|achieve|"
                  r"achieves|introduce|introduces|address|addresses|claim|claims|about)\b)")
+# Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
+# refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always.
 _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|this (paper|work|method|"
                    r"approach|model|one)|that (paper|work|method|approach|model|one)|the (same|former|latter) ?\w*|"
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
@@ -88,7 +88,7 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     lower fast slow speed speedup speedups cost costs compute memory accuracy performance gain gains improvement
     improvements result results data dataset datasets benchmark benchmarks baseline baselines metric metrics task
     tasks experiment experiments evaluated evaluation tested test compared compare trained training learning
-    measured kind kinds type types sort model models method idea limitation limitations weakness weaknesses
+    measured kind kinds type types sort model models method limitation limitations weakness weaknesses
     drawback drawbacks assumption assumptions code authors else exactly example examples detail details large long
     parameters size setting settings application applications proof guarantee guarantees theory main key idea ideas
     contribution contributions problem problems available open source year published summary s
@@ -254,7 +254,7 @@ def short(question: str) -> bool:
     return len(question.split()) <= _ELLIPTICAL_WORDS
 
 
-def named(question: str) -> set[str]:
+def named_words(question: str) -> set[str]:
     """The question's words beyond the generic ones any follow-up may use: "What is the main risk?" -> {"risk"}."""
     return {t for t in tokens(question) if t not in _ASPECTS}
 
@@ -264,13 +264,13 @@ def names_another(question: str) -> bool:
     "How do they differ?", "Compare them." -> False (the papers already cited are the ones compared)."""
     if re.search(r"\b(?:they|them|their|both|these|those)\b", question, re.IGNORECASE):
         return False
-    return bool(named(_COMPARES.sub(" ", question)))
+    return bool(named_words(_COMPARES.sub(" ", question)))
 
 
 def elliptical(question: str) -> bool:
     """Does the question name nothing of its own, so that it can only be about what was being discussed? "By how
     much?", "How much faster?", "On which benchmark?" -> True; "And what about diffusion?" -> False."""
-    return short(question) and not named(question)
+    return short(question) and not named_words(question)
 
 
 def read(question: str) -> Question:
