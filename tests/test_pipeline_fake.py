@@ -140,6 +140,10 @@ def test_a_follow_up_stays_on_the_paper_the_previous_answer_cited(built) -> None
     assert follow.focus == (PRIVGATE,) and "(about: " in follow.searched
     assert [c.paper.paper_id for c in follow.citations] == [PRIVGATE] and "15.9%" in follow.text
     assert follow.to_dict()["resolved_papers"] == [PRIVGATE]
+    # "On which benchmark?" names no paper: it is PrivGate's benchmark, not whichever paper the words retrieve.
+    ellipsis = a.ask("On which benchmark?", history=history)
+    assert ellipsis.focus == (PRIVGATE,) and "(about: " in ellipsis.searched
+    assert [c.paper.paper_id for c in ellipsis.citations] == [PRIVGATE] and "PrivacyLens" in ellipsis.text
     # A new subject is not pinned to the old paper.
     switch = a.ask("And which papers use reinforcement learning?", history=history)
     assert switch.focus == () and PRIVGATE not in [c.paper.paper_id for c in switch.citations]
@@ -186,16 +190,9 @@ def test_a_follow_up_describing_a_paper_the_last_answer_did_not_cite_finds_it(bu
     assert a.ask("And what is its token overhead?", history=history).focus == (PRIVGATE,)
 
 
-def test_a_follow_up_naming_nothing_stays_on_the_paper_and_which_of_them_picks_one(built) -> None:  # type: ignore[no-untyped-def]
+def test_which_of_them_picks_one_of_the_listed_papers(built) -> None:  # type: ignore[no-untyped-def]
     s, emb, _ = built
-    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok", "ok", "ok"]))
-    first = a.ask("How much does PrivGate reduce privacy leakage?")
-    assert [c.paper.paper_id for c in first.citations] == [PRIVGATE]
-    history = [{"role": "user", "content": first.question}, {"role": "assistant", "content": first.text}]
-    # "On which benchmark?" names no paper: it is PrivGate's benchmark, not whichever paper the words retrieve.
-    ellipsis = a.ask("On which benchmark?", history=history)
-    assert ellipsis.focus == (PRIVGATE,) and "(about: " in ellipsis.searched
-    assert [c.paper.paper_id for c in ellipsis.citations] == [PRIVGATE] and "PrivacyLens" in ellipsis.text
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
     # "Which of them ...?" after a list of three: the one on graphs, named alone, and no paper outside the three.
     listed = [PRIVGATE, GNN_LINKS, LEARNWARE]
     shown = [{"role": "user", "content": "Which papers deal with privacy?"},
