@@ -1,11 +1,13 @@
-"""The evidence paper by weight of its retrieval score: how often the first evidence paper is a gold paper, without
-the model.
+"""The evidence paper by weight of its retrieval score (or of how much of the question it covers): how often the first
+evidence paper is a gold paper, without the model.
 
-`python -m bench.evidence_pick --data-dir DIR [--split dev] [--weights 0,1,2,4,8]` reads every question of one split
+`python -m bench.evidence_pick --data-dir DIR [--split dev] [--weights 0,1,2,4,8] [--setting evidence_phrase_weight]`
+reads every question of one split
 of eval/qa.jsonl that wants one paper (factoids, which-paper questions, follow-ups), reads and retrieves it with the
 pipeline (`Assistant.read`, `Assistant.retrieve`) and chooses its evidence with the pipeline's own `select_evidence`
-at each `answer.evidence_retrieval_weight`, the other answer settings as configured. It prints, per weight and per
-subset ("" = the original questions), how many first evidence papers are gold, beside retrieval's own first paper.
+at each `answer.evidence_retrieval_weight` (or `--setting`), the other answer settings as configured. It prints, per
+weight and per subset ("" = the original questions), how many first evidence papers are gold, beside retrieval's own
+first paper.
 Seconds per question: the embedder's, no generation. DIR must hold an ingested index of the seeds.
 """
 
@@ -16,14 +18,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .measure import machine
-from .sweep import setup
+from .sweep import setup, swept
 
 
-def first_papers(assistant: Any, questions: Iterable[Any], weights: Sequence[float]) -> list[dict[str, Any]]:
+def first_papers(assistant: Any, questions: Iterable[Any], weights: Sequence[float],
+                 setting: str = "evidence_retrieval_weight") -> list[dict[str, Any]]:
     """Per question: its id, subset, gold, retrieval's first paper and the first evidence paper at each weight."""
     from rag.evidence import SentenceScorer, select_evidence
 
-    knobs = {w: assistant.settings.answer.model_copy(update={"evidence_retrieval_weight": w}) for w in weights}
+    knobs = {w: assistant.settings.answer.model_copy(update={setting: w}) for w in weights}
     scorers = {w: SentenceScorer(assistant.embedder, knobs[w]) for w in weights}
     rows = []
     for q in questions:
@@ -50,9 +53,10 @@ def first_papers(assistant: Any, questions: Iterable[Any], weights: Sequence[flo
 
 def main(argv: list[str] | None = None) -> int:
     split, assistant, questions, weights = setup("bench.evidence_pick", __doc__, "--weights", "0,0.5,1,2,4,8",
-                                                 "evidence_retrieval_weight", argv)
-    rows = first_papers(assistant, [q for q in questions if q.kind not in ("unanswerable", "multi")], weights)
-    print(f"{split} split, {len(rows)} single-paper questions, {machine().get('cpu')}")
+                                                 "evidence_retrieval_weight", argv, others=("evidence_phrase_weight",))
+    setting = swept(argv, "evidence_retrieval_weight")
+    rows = first_papers(assistant, [q for q in questions if q.kind not in ("unanswerable", "multi")], weights, setting)
+    print(f"{split} split, {len(rows)} single-paper questions, {setting}, {machine().get('cpu')}")
     subsets = sorted({r["subset"] for r in rows})
 
     def counts(right: Any) -> str:

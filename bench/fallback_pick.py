@@ -57,7 +57,7 @@ def answers(assistant: Any, questions: Sequence[Any], setting: str, values: Sequ
 _SETTINGS = ("continuation_weight", "lexical_weight", "evidence_focus_weight", "evidence_ask_weight",
              "opening_sentence_penalty", "asked_noun_boost", "addressed_penalty", "long_sentence_words",
              "wrong_kind_penalty", "complete_answer_words", "added_sentence_novelty", "evidence_retrieval_weight",
-             "evidence_cover_weight", "evidence_margin")
+             "evidence_cover_weight", "evidence_margin", "evidence_phrase_weight")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -199,6 +199,11 @@ class Answering(Group):
     evidence_retrieval_weight: float = Field(4.0, description="weight of a paper's retrieval score (fused dense and "
                                                               "BM25, over all its chunks) beside its best sentence "
                                                               "when choosing the evidence paper")
+    evidence_phrase_weight: float = Field(2.5, description="weight of how much of the question a paper covers "
+                                                           "when choosing the evidence paper: the mean, over the "
+                                                           "question's parts (`evidence.question_parts`), of the "
+                                                           "part's best cosine to one of the paper's sentences or "
+                                                           "its title")
     evidence_focus_weight: float = Field(4.0, description="inside the evidence paper, weight of a sentence's "
                                                                 "share of the question's words, each weighted by how "
                                                                 "few of the paper's sentences use it (the thing asked "

@@ -49,6 +49,7 @@ class SentenceScorer:
         self.embedder = embedder
         self.knobs = knobs
         self._cache: OrderedDict[str, tuple[list[str], np.ndarray]] = OrderedDict()
+        self._titles: OrderedDict[str, np.ndarray] = OrderedDict()
         self._size = cache_size
 
     def sentences(self, hits: list[Hit]) -> dict[str, tuple[list[str], np.ndarray]]:
@@ -72,6 +73,29 @@ class SentenceScorer:
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
         return out
+
+    def coverage(self, parts: list[str], hits: list[Hit]) -> dict[str, float]:
+        """paper id -> how much of a question the paper covers: the mean, over the question's parts, of the part's
+        best cosine to one of the paper's sentences or its title. A paper that is about the whole description
+        covers every part a little; one sentence sharing two words with one part covers that part only."""
+        if not parts or not hits:
+            return {}
+        vecs = np.vstack([self.embedder.embed([p]) for p in parts])  # one a call, as sentences (see above)
+        out = {}
+        for h in hits:
+            _, svecs = self.sentences([h])[h.paper.paper_id]
+            title = self._title(h)
+            mat = np.vstack([svecs, title[None, :]]) if len(svecs) else title[None, :]
+            out[h.paper.paper_id] = float((vecs @ mat.T).max(axis=1).mean())
+        return out
+
+    def _title(self, hit: Hit) -> np.ndarray:
+        pid = hit.paper.paper_id
+        if pid not in self._titles:
+            self._titles[pid] = self.embedder.embed([hit.paper.title or hit.paper.abstract[:200]])[0]
+            while len(self._titles) > self._size:
+                self._titles.popitem(last=False)
+        return self._titles[pid]
 
     def similarity(self, text: str, hits: list[Hit]) -> dict[str, np.ndarray]:
         """paper id -> the cosine of each of its sentences (abstract order) to `text`."""
@@ -114,13 +138,19 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     pool = hits[: max_papers * 2]
     scored = scorer.score(question, qvec, pool)
     weights = idf(list(dict.fromkeys(tokens(question.scored)))) if idf is not None and cover_weight else {}
+    # Coverage weighs the parts of a description against each other; a question of one part ("Which baselines does
+    # TIED outperform?") has nothing to weigh, and its coverage would only repeat the best sentence's cosine.
+    parts = question_parts(question.scored) if scorer.knobs.evidence_phrase_weight and len(pool) > 1 else []
+    phrase_weight = scorer.knobs.evidence_phrase_weight if len(parts) > 1 else 0.0
+    covered = scorer.coverage(parts, pool) if phrase_weight else {}
     ranked: list[tuple[float, int, Hit, list[tuple[str, float]]]] = []
     for i, h in enumerate(pool):
         sents = scored.get(h.paper.paper_id, [])
         best = max((s for _, s in sents), default=0.0)
         cover = topic_cover([weights], h.paper.raw + " " + h.paper.title) if weights else 0.0
         retrieval = scorer.knobs.evidence_retrieval_weight * h.score
-        ranked.append((best + cover_weight * cover + retrieval, i, h, sents))
+        phrases = phrase_weight * covered.get(h.paper.paper_id, 0.0)
+        ranked.append((best + cover_weight * cover + retrieval + phrases, i, h, sents))
     top = max(r[0] for r in ranked)
     kept = sorted((r for r in ranked if r[0] >= top - margin), key=lambda r: (-r[0], r[1]))[:max_papers]
     ask_weight = scorer.knobs.evidence_ask_weight
@@ -141,6 +171,21 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i][0] for i in order),
                                sentence_scores=tuple(sents[i][1] for i in order)))
     return blocks
+
+
+# Where a question's next part begins: a clause, or a phrase after a preposition or relative word, each naming one
+# thing the wanted paper does or is.
+_PART = re.compile(r"[,;:?.]|\b(?:and|that|which|where|while|by|with|whose|when|using|rather than|without|from|for)\b",
+                   re.IGNORECASE)
+
+
+def question_parts(question: str) -> list[str]:
+    """The parts of a question that hold two or more content words, e.g. "Which paper reshapes, without hand-tuning,
+    the graphs made from multi-table business records so that graph neural networks predict better?" -> ["hand-tuning",
+    "the graphs made", "multi-table business records so", "graph neural networks predict better"] ("Which paper
+    reshapes" holds one content word and says too little alone)."""
+    parts = [p.strip() for p in _PART.split(question) if p and len(tokens(p)) >= 2]
+    return parts or [question]
 
 
 def continued(sents: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:

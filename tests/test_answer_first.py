@@ -391,6 +391,31 @@ def test_the_paper_the_whole_question_retrieved_outweighs_one_sentence_echoing_i
     assert first(4.0) == tfmixer.paper_id
 
 
+def test_the_paper_covering_every_part_of_a_description_outweighs_one_sentence_matching_one_part() -> None:
+    from fakes import HashEmbedder
+
+    from rag.config import Answering
+    from rag.evidence import question_parts, select_evidence
+
+    q = Q.read("Which paper trains robots from videos, with a reward learned from language, for kitchen tasks?")
+    # A part needs two content words: "videos" and "language" alone say too little.
+    assert question_parts(q.scored) == ["paper trains robots", "a reward learned", "kitchen tasks"]
+    echo = make_paper("Our system trains robots from videos, and trains robots from more videos. Results are "
+                      "strong.", "e.txt", 0)
+    whole = make_paper("A reward learned from language guides the controller. Kitchen tasks are solved. Robots "
+                       "improve.", "w.txt", 1)
+    emb = HashEmbedder()
+    hits = [Hit(echo, 0.5), Hit(whole, 0.5)]
+
+    def first(weight: float) -> str:
+        scorer = SentenceScorer(emb, Answering(evidence_retrieval_weight=0.0, evidence_phrase_weight=weight))
+        blocks = select_evidence(q, emb.embed([q.text])[0], hits, scorer, max_papers=1, per_paper=2, margin=0.1)
+        return blocks[0].hit.paper.paper_id
+
+    assert first(0.0) == echo.paper_id  # its one sentence shares the most words with the question
+    assert first(2.0) == whole.paper_id  # but it is about one part of the description only
+
+
 def test_a_count_asked_for_is_answered_by_a_number_of_that_unit() -> None:
     from rag.config import Answering
 

@@ -59,6 +59,22 @@ def test_dense_alone_finds_papers_by_sentence(real_assistant) -> None:  # type: 
     assert found >= 34  # dense retrieval on its own is strong too (measured 38/38 when written)
 
 
+def test_a_described_paper_is_cited_because_it_covers_the_whole_description(real_assistant) -> None:  # type: ignore[no-untyped-def]
+    from rag.evidence import SentenceScorer, question_parts
+
+    q = ("Which paper fixes agents trained by outcome reward that neither ask for hints nor use them, by reweighting "
+         "step advantages?")
+    read = real_assistant.read(q)
+    hits = real_assistant.retrieve(read).hits
+    scorer = SentenceScorer(real_assistant.embedder, real_assistant.settings.answer)
+    covered = scorer.coverage(question_parts(read.scored), hits)
+    arew = next(h.paper.paper_id for h in hits if h.paper.title.startswith("AREW"))
+    # The assistive-agents paper has the single closest sentence (agents, reward); AREW is about every part.
+    assert max(covered, key=covered.__getitem__) == arew
+    ans = real_assistant.ask(q)
+    assert ans.citations[0].paper.paper_id == arew
+
+
 def test_real_model_answers_with_a_citation_that_holds_the_fact(real_assistant) -> None:  # type: ignore[no-untyped-def]
     ans = real_assistant.ask("How much does PrivGate reduce privacy leakage?")
     assert not ans.abstained
