@@ -30,6 +30,10 @@ _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
                       r"in addition|specifically|notably|overall|finally|however|as a result)\b[,\s]*", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+# "To address this challenge, we propose ...", "Leveraging this flexibility, we ...": an opening phrase pointing back
+# at a sentence a summary line omits.
+_PURPOSE = re.compile(r"^(?:[^,]{0,60}?\b(?:this|these|that|those|such)\b[^,]{0,30},\s*|in this (?:paper|work),\s*|"
+                      r"here,\s*)(?=we\b)", re.IGNORECASE)
 
 
 def answers_asked(intent: Question, sentence: str) -> bool:
@@ -164,8 +168,7 @@ def names_paper(blocks: list[Evidence], n: int, knobs: Answering) -> bool:
     sentence ("Large Language Model (LLM) agents have shown signi…") does not, unless `lead_with_opening_title`."""
     if knobs.lead_with_opening_title:
         return True
-    paper = next(b.hit.paper for b in blocks if b.n == n)
-    return not paper.abstract.startswith(paper.title.rstrip("…").strip())
+    return not next(b.hit.paper for b in blocks if b.n == n).title_is_opening
 
 
 def second_sentence(blocks: list[Evidence], n: int, shown: str, knobs: Answering = Answering()) -> str:
@@ -388,9 +391,10 @@ def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Questio
         ranked = sorted(zip(b.sentence_scores, b.sentences), key=lambda x: -x[0])
         what = clause(sanitize_source(ranked[0][1]), intent, knobs=knobs) if ranked else ""
         title = title_of(blocks, b.n)
-        if what and _opens_with(what, title):
-            # A title derived from this very sentence: the sentence alone, not the title and then it again.
-            lines.append(f"- {what.rstrip(' .')} [{b.n}].")
+        if what and (_opens_with(what, title) or b.hit.paper.title_is_opening):
+            # A title derived from this very sentence, or from an opening sentence that names nothing (the line's
+            # sentence then says what the paper does, `evidence.relevant_papers`): the sentence alone.
+            lines.append(f"- {_capital(_PURPOSE.sub('', what)).rstrip(' .')} [{b.n}].")
             continue
         lines.append(f"- {title} [{b.n}]" + (f": {what.rstrip(' .')}." if what else ""))
     synthesis = [f"{c.sentence.rstrip(' .')} " + "".join(f"[{n}]" for n in dict.fromkeys(c.cites)) + "."

@@ -27,8 +27,8 @@ from . import question as Q
 from .config import Answering
 from .embed import Embedder
 from .orders import ADDRESSED, addressed
-from .records import Evidence, Hit
-from .text import continues, has_quantity, split_sentences, states_availability, tokens
+from .records import Evidence, Hit, Paper
+from .text import continues, has_quantity, presents_work, split_sentences, states_availability, tokens
 
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
@@ -139,8 +139,10 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     scored = scorer.score(question, qvec, pool)
     weights = idf(list(dict.fromkeys(tokens(question.scored)))) if idf is not None and cover_weight else {}
     # Coverage weighs the parts of a description against each other; a question of one part ("Which baselines does
-    # TIED outperform?") has nothing to weigh, and its coverage would only repeat the best sentence's cosine.
-    parts = question_parts(question.scored) if scorer.knobs.evidence_phrase_weight and len(pool) > 1 else []
+    # TIED outperform?") has nothing to weigh, and its coverage would only repeat the best sentence's cosine. The
+    # parts are the user's own words: a follow-up's searched form adds the previous question, and "Is the code
+    # available?" is not a description that a paper linking its code covers.
+    parts = question_parts(question.text) if scorer.knobs.evidence_phrase_weight and len(pool) > 1 else []
     phrase_weight = scorer.knobs.evidence_phrase_weight if len(parts) > 1 else 0.0
     covered = scorer.coverage(parts, pool) if phrase_weight else {}
     ranked: list[tuple[float, int, Hit, list[tuple[str, float]]]] = []
@@ -328,11 +330,25 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     kept.sort(key=lambda k: -k[0])
     blocks = []
     for n, (_, hit, sents) in enumerate(kept, start=1):
-        usable = _evidence(sents, knobs)
-        i = max(usable, key=lambda j: sents[j][1]) if usable else None
+        i = says_what_it_does(sents, _evidence(sents, knobs), hit.paper)
         blocks.append(Evidence(n=n, hit=hit, sentences=(sents[i][0],) if i is not None else (),
                                sentence_scores=(sents[i][1],) if i is not None else ()))
     return blocks
+
+
+def says_what_it_does(sents: list[tuple[str, float]], usable: list[int], paper: Paper) -> int | None:
+    """The sentence a summary line shows: the paper's best on the topic. When that is the abstract's opening
+    sentence (its field's background: "Large Language Model (LLM) agents have shown significant potential ...") and
+    the title is only that sentence's start, the line would say nothing of what the paper does: then its best
+    sentence presenting its work instead ("... we propose the Opt-Miner framework, where the agent learns ...")."""
+    if not usable:
+        return None
+    i = max(usable, key=lambda j: sents[j][1])
+    if i == 0 and paper.title_is_opening:
+        work = [j for j in usable if j > 0 and presents_work(sents[j][0])]
+        if work:
+            return max(work, key=lambda j: sents[j][1])
+    return i
 
 
 def _evidence(sents: list[tuple[str, float]], knobs: Answering) -> list[int]:

@@ -37,6 +37,11 @@ class Paper:
     def has_code(self) -> bool:
         return bool(self.links)
 
+    @property
+    def title_is_opening(self) -> bool:
+        """The title is only the abstract's opening words (derived where the source gave none): it names nothing."""
+        return self.abstract.startswith(self.title.rstrip("…").strip())
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["links"] = list(self.links)

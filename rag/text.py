@@ -235,6 +235,12 @@ _INTRO = re.compile(r"\b(?:(?:we|this (?:paper|work)|our (?:paper|work))\b[^.;]{
 _COINED = re.compile(r"(?<![\w\-])(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+")
 
 
+def presents_work(sentence: str) -> bool:
+    """Does the sentence present the paper's own work ("we propose ...", "this paper introduces ...", "our method
+    ...")?"""
+    return bool(_INTRO.search(sentence))
+
+
 def names_work(sentence: str) -> str:
     """The name a paper gives its work where it says what it contributes: "we propose PBTO, the first ..." -> "PBTO",
     "we propose the Opt-Miner framework" -> "Opt-Miner", "we introduce universal horizon models (UHM)" -> "UHM";

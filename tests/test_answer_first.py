@@ -218,6 +218,33 @@ def test_a_summary_line_whose_title_is_its_own_sentence_says_it_once() -> None:
     assert text.startswith("- Knowledge distillation (KD) transfers knowledge") and text.endswith("[1].")
 
 
+def test_a_summary_line_of_an_untitled_paper_says_what_it_does_not_its_fields_background() -> None:
+    from rag.evidence import relevant_papers
+
+    opt = make_paper("Large language model agents have shown significant potential in optimization modeling for "
+                     "mathematical problems. However, real-world problems are incomplete. To address this challenge, "
+                     "we propose the Opt-Miner framework, where the agent retrieves missing knowledge.", "o.txt", 0)
+    titled = make_paper("We propose PrivGate, a privacy gate for language model agents. Language model agents leak "
+                        "private data in optimization problems.", "p.txt", 1)
+    assert opt.title_is_opening and not titled.title_is_opening
+    q = Q.read("Which papers are about language model agents for optimization problems?")
+    emb = HashEmbedder()
+    hits = [Hit(opt, 0.9), Hit(titled, 0.8)]
+    blocks = relevant_papers(q, emb.embed([q.scored])[0], hits, SentenceScorer(emb), lambda words: {},
+                             Answering(summary_min_sentence=0.0, summary_sure_sentence=0.0))
+    by_paper = {b.hit.paper.paper_id: b for b in blocks}
+    assert set(by_paper) == {opt.paper_id, titled.paper_id}
+    # The opening sentence matches the topic best, but the line shows the sentence presenting the work ...
+    assert by_paper[opt.paper_id].sentences == (opt.abstract.split(". ")[2],)
+    # ... while a paper whose title names it keeps its best sentence under that title.
+    assert by_paper[titled.paper_id].sentences[0].startswith("Language model agents leak")
+    lines = compose.summary([], blocks, q)[0].splitlines()
+    n = by_paper[opt.paper_id].n
+    assert f"- We propose the Opt-Miner framework, where the agent retrieves missing knowledge [{n}]." in lines
+    assert any(line.startswith("- PrivGate") and line.endswith("private data in optimization problems.")
+               for line in lines)
+
+
 def test_the_noun_asked_for_and_the_words_that_only_name_an_earlier_paper() -> None:
     from rag.evidence import with_focus
 
@@ -399,7 +426,7 @@ def test_the_paper_covering_every_part_of_a_description_outweighs_one_sentence_m
 
     q = Q.read("Which paper trains robots from videos, with a reward learned from language, for kitchen tasks?")
     # A part needs two content words: "videos" and "language" alone say too little.
-    assert question_parts(q.scored) == ["paper trains robots", "a reward learned", "kitchen tasks"]
+    assert question_parts(q.text) == ["paper trains robots", "a reward learned", "kitchen tasks"]
     echo = make_paper("Our system trains robots from videos, and trains robots from more videos. Results are "
                       "strong.", "e.txt", 0)
     whole = make_paper("A reward learned from language guides the controller. Kitchen tasks are solved. Robots "

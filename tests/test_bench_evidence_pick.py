@@ -40,6 +40,6 @@ def test_the_phrase_weight_is_swept_the_same_way(tmp_path: Path) -> None:
 
     read = assistant.read(questions[1].question)
     hits = assistant.retrieve(read).hits
-    covered = SentenceScorer(assistant.embedder, assistant.settings.answer).coverage(question_parts(read.scored),
+    covered = SentenceScorer(assistant.embedder, assistant.settings.answer).coverage(question_parts(read.text),
                                                                                      hits[:6])
     assert rows[1]["evidence"][1000.0] == max(covered, key=covered.__getitem__)

@@ -67,7 +67,7 @@ def test_a_described_paper_is_cited_because_it_covers_the_whole_description(real
     read = real_assistant.read(q)
     hits = real_assistant.retrieve(read).hits
     scorer = SentenceScorer(real_assistant.embedder, real_assistant.settings.answer)
-    covered = scorer.coverage(question_parts(read.scored), hits)
+    covered = scorer.coverage(question_parts(read.text), hits)
     arew = next(h.paper.paper_id for h in hits if h.paper.title.startswith("AREW"))
     # The assistive-agents paper has the single closest sentence (agents, reward); AREW is about every part.
     assert max(covered, key=covered.__getitem__) == arew
