@@ -2,13 +2,12 @@
 evidence paper is a gold paper, without the model.
 
 `python -m bench.evidence_pick --data-dir DIR [--split dev] [--weights 0,1,2,4,8] [--setting evidence_phrase_weight]`
-reads every question of one split
-of eval/qa.jsonl that wants one paper (factoids, which-paper questions, follow-ups), reads and retrieves it with the
-pipeline (`Assistant.read`, `Assistant.retrieve`) and chooses its evidence with the pipeline's own `select_evidence`
-at each `answer.evidence_retrieval_weight` (or `--setting`), the other answer settings as configured. It prints, per
-weight and per subset ("" = the original questions), how many first evidence papers are gold, beside retrieval's own
-first paper.
-Seconds per question: the embedder's, no generation. DIR must hold an ingested index of the seeds.
+reads every question of one split of eval/qa.jsonl that wants one paper (factoids, which-paper questions,
+follow-ups), reads and retrieves it with the pipeline (`Assistant.read`, `Assistant.retrieve`) and chooses its
+evidence with the pipeline's own `select_evidence` at each `answer.evidence_retrieval_weight` (or `--setting`), the
+other answer settings as configured. It prints, per weight and per subset ("" = the original questions), how many
+first evidence papers are gold, beside retrieval's own first paper. Seconds per question: the embedder's, no
+generation. DIR must hold an ingested index of the seeds.
 """
 
 from __future__ import annotations
