@@ -396,7 +396,8 @@ def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Questio
             # sentence then says what the paper does, `evidence.relevant_papers`): the sentence alone.
             lines.append(f"- {_capital(_PURPOSE.sub('', what)).rstrip(' .')} [{b.n}].")
             continue
-        lines.append(f"- {title} [{b.n}]" + (f": {what.rstrip(' .')}." if what else ""))
+        # "To address this issue, we propose ..." points back at a sentence the line does not show.
+        lines.append(f"- {title} [{b.n}]" + (f": {_capital(_PURPOSE.sub('', what)).rstrip(' .')}." if what else ""))
     synthesis = [f"{c.sentence.rstrip(' .')} " + "".join(f"[{n}]" for n in dict.fromkeys(c.cites)) + "."
                  for c in checks if c.supported and len(set(c.cites)) >= 2][:knobs.summary_synthesis]
     return "\n".join(lines) + ("\n\n" + " ".join(synthesis) if synthesis else ""), bool(synthesis)

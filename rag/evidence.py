@@ -28,7 +28,7 @@ from .config import Answering
 from .embed import Embedder
 from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit, Paper
-from .text import continues, has_quantity, presents_work, split_sentences, states_availability, tokens
+from .text import continues, has_quantity, presents_work, speaks_of_itself, split_sentences, states_availability, tokens
 
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
@@ -338,14 +338,25 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
 
 def says_what_it_does(sents: list[tuple[str, float]], usable: list[int], paper: Paper) -> int | None:
     """The sentence a summary line shows: the paper's best on the topic. When that is the abstract's opening
-    sentence (its field's background: "Large Language Model (LLM) agents have shown significant potential ...") and
-    the title is only that sentence's start, the line would say nothing of what the paper does: then its best
-    sentence presenting its work instead ("... we propose the Opt-Miner framework, where the agent learns ...")."""
+    sentence and it states the field's background ("Large Language Model (LLM) agents have shown significant
+    potential ...", "Multimodal Large Language Models (MLLMs) mainly fall into two architectures ..."), the line
+    would say nothing of what the paper does: then its best sentence presenting its work instead ("... we propose
+    the Opt-Miner framework, where the agent learns ..."), else its best about its own work ("Our approach is
+    grounded in ..."); not one whose words the title mostly shows already. An opening in which the paper speaks of
+    itself ("We study the problem of private hypothesis selection ...") stays."""
     if not usable:
         return None
     i = max(usable, key=lambda j: sents[j][1])
-    if i == 0 and paper.title_is_opening:
-        work = [j for j in usable if j > 0 and presents_work(sents[j][0])]
+    if i != 0 or speaks_of_itself(sents[0][0]):
+        return i
+    title = set() if paper.title_is_opening else set(tokens(paper.title))
+
+    def new(j: int) -> bool:
+        words = set(tokens(sents[j][0]))
+        return j > 0 and bool(words) and len(words & title) / len(words) < 0.5
+
+    for says in (presents_work, speaks_of_itself):
+        work = [j for j in usable if new(j) and says(sents[j][0])]
         if work:
             return max(work, key=lambda j: sents[j][1])
     return i

@@ -241,6 +241,16 @@ def presents_work(sentence: str) -> bool:
     return bool(_INTRO.search(sentence))
 
 
+# The paper speaking of itself: "We study ...", "our results ...", "In this work ...".
+_OWN = re.compile(r"\b(?:we|our|us|this (?:paper|work|study|article))\b", re.IGNORECASE)
+
+
+def speaks_of_itself(sentence: str) -> bool:
+    """Is the sentence about the paper's own work ("We study the problem of private hypothesis selection ...",
+    "Our experiments show ...") rather than its field's background ("Synthetic data becomes crucial for ...")?"""
+    return bool(_OWN.search(sentence))
+
+
 def names_work(sentence: str) -> str:
     """The name a paper gives its work where it says what it contributes: "we propose PBTO, the first ..." -> "PBTO",
     "we propose the Opt-Miner framework" -> "Opt-Miner", "we introduce universal horizon models (UHM)" -> "UHM";

@@ -9,6 +9,7 @@ from rag.config import Answering
 from rag.evidence import SentenceScorer
 from rag.parse import make_paper
 from rag.records import Evidence, Hit, SentenceCheck
+from rag.text import split_sentences
 
 SOLAR = make_paper("We produce SOLAR, a self-supervised retrieval framework for symmetric multimodal retrieval. "
                    "Extensive experiments against ten SOTA methods show SOLAR surpasses the strongest supervised VLM "
@@ -243,6 +244,33 @@ def test_a_summary_line_of_an_untitled_paper_says_what_it_does_not_its_fields_ba
     assert f"- We propose the Opt-Miner framework, where the agent retrieves missing knowledge [{n}]." in lines
     assert any(line.startswith("- PrivGate") and line.endswith("private data in optimization problems.")
                for line in lines)
+
+
+def test_a_summary_line_says_what_a_titled_paper_does_and_keeps_an_opening_about_the_paper_itself() -> None:
+    from rag.evidence import says_what_it_does
+
+    # A titled paper (its title made from the sentence presenting it) whose opening sentence is its field's
+    # background: the line shows a sentence about its own work that the title does not already show.
+    gate = make_paper("Securing contextual integrity is critical for privacy-preserving language model agents. "
+                      "To address this issue, we propose PrivGate, a framework that gates explicit reasoning on "
+                      "privacy. We find a privacy manifold inside the residual stream of agents.",
+                      "g.txt", 0)
+    assert gate.title.startswith("PrivGate:") and not gate.title_is_opening
+    sents = [(s, score) for s, score in zip(split_sentences(gate.abstract), (0.9, 0.5, 0.6))]
+    assert says_what_it_does(sents, [0, 1, 2], gate) == 2
+    # Without the title the sentence presenting the work would be shown; the title only repeats it, so not here.
+    other = make_paper(gate.abstract, "g.txt", 0, title="A privacy gate")
+    assert says_what_it_does(sents, [0, 1, 2], other) == 1
+    # An opening in which the paper speaks of itself says what it does: it stays.
+    study = make_paper("We study private hypothesis selection under differential privacy. We propose new "
+                       "algorithms that run in nearly linear time.", "h.txt", 1)
+    assert says_what_it_does([(s, x) for s, x in zip(split_sentences(study.abstract), (0.8, 0.4))], [0, 1],
+                             study) == 0
+    # A titled line drops the phrase pointing back at a sentence it does not show.
+    q = Q.read("Which papers study privacy for language model agents?")
+    block = Evidence(n=1, hit=Hit(other, 0.9), sentences=(sents[1][0],), sentence_scores=(0.5,))
+    assert compose.summary([], [block], q)[0] == \
+        "- A privacy gate [1]: We propose PrivGate, a framework that gates explicit reasoning on privacy."
 
 
 def test_the_noun_asked_for_and_the_words_that_only_name_an_earlier_paper() -> None:
