@@ -242,6 +242,9 @@ class Answering(Group):
                                                       "of thing asked for (a number for \"how much\", a parenthesis "
                                                       "for \"stand for\"; half of it for two names when a name is "
                                                       "asked)")
+    reason_boost: float = Field(2.0, description="added to an evidence sentence's score when the question asks why, "
+                                                 "or what causes, drives or hinders something, and the sentence "
+                                                 "states a cause (\"due to\", \"comes from\", \"hindered by\")")
     addressed_penalty: float = Field(1.0, description="subtracted from the score of a sentence addressed to an "
                                                       "assistant (a planted instruction), so it ranks last and "
                                                       "gets no focus bonus; 0 turns that defence off")

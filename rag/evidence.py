@@ -30,9 +30,16 @@ from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit, Paper
 from .text import continues, has_quantity, presents_work, speaks_of_itself, split_sentences, states_availability, tokens
 
+# Where an abstract states a cause or a difficulty: "primarily due to insufficient object priors", "it comes from
+# reduced exposure bias", "hindered by inter-individual heterogeneity".
+_CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|caused by|attributed to|explained by|"
+                    r"(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|lies in)\b",
+                    re.IGNORECASE)
 
-def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
-    """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name)."""
+
+def answer_type_boost(asks: frozenset[str], sentence: str, weight: float, reason_weight: float = 0.0) -> float:
+    """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name;
+    `reason_weight` for a sentence stating a cause or a difficulty when one is asked for)."""
     boost = 0.0
     if "number" in asks and has_quantity(sentence):
         boost += weight
@@ -40,7 +47,10 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
         boost += weight
     if "name" in asks and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
         boost += weight / 2
+    if "reason" in asks and _CAUSE.search(sentence):
+        boost += reason_weight
     return boost
+
 
 class SentenceScorer:
     """Scores a paper's sentences against a question; caches sentence vectors by paper id."""
@@ -112,7 +122,7 @@ class SentenceScorer:
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
                 score = (float(sim) + self.knobs.lexical_weight * overlap
-                         + answer_type_boost(question.asks, s, self.knobs.answer_type_boost))
+                         + answer_type_boost(question.asks, s, self.knobs.answer_type_boost, self.knobs.reason_boost))
                 scored.append((s, score - self.knobs.addressed_penalty if ADDRESSED.search(s) else score))
             out[pid] = scored
         return out

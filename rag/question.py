@@ -6,7 +6,8 @@ of matching the question's text again each on their own.
 - kind: "summary" ("which papers ...", "summarize ...", "what work is there on ..."), "which" (one paper wanted:
   "which paper proposes ...?"), else "factoid";
 - wants: "number" ("how much / how many / by what factor ..."), "expansion" ("what does X stand for"), "name"
-  ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), or "" when nothing narrower is asked;
+  ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), "reason" ("why ...", "what drives
+  ...", "what makes it hard ..."), or "" when nothing narrower is asked;
   `asks` holds every one of those the question matches, `wants` the first;
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
   availability: it asks whether code, data or weights are available;
@@ -43,6 +44,14 @@ WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat)", re.IGNORE
 WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
                         r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?)\b|\bname",
                         re.IGNORECASE)
+# "Why ...?", "what drives / causes / makes it hard ...", "what does X come from", "what problem does X fix": a cause
+# or a difficulty is asked for, which an abstract states with "due to", "driven by", "hindered by" ...
+WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|makes)\b|"
+                          r"\bwhat (?:does|do|did|is|are|was|were)\b(?:\s+[\w\-]+){0,8}?\s+(?:causes?|drivers?|"
+                          r"reasons?)\b|\b(?:comes?|stems?|arises?) from\s*(?:[?,;]|$)|"
+                          r"\bwhat (?:(?:two|three|main|key|major|central|core|systematic|fundamental) ){0,2}"
+                          r"(?:problems?|issues?|limitations?|challenges?|difficult(?:y|ies)|bottlenecks?|"
+                          r"weakness(?:es)?|failures?)\b", re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)
 # "the two" as papers: "the two (papers)" before a verb or the end, not "the two kinds of experiments".
 _THE_N = (r"the (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|models))?(?=\s*[?.,;]|\s+(?:differ|"
@@ -283,7 +292,7 @@ def read(question: str) -> Question:
     else:
         kind = "factoid"
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
-                                 ("yesno", YESNO)) if pattern.search(question)]
+                                 ("yesno", YESNO), ("reason", WANTS_REASON)) if pattern.search(question)]
     quantity = _QUANTITY.search(question)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()

@@ -156,6 +156,36 @@ def test_question_reading() -> None:
     assert Q.read("And what speed-up does it report?").wants == "number"
 
 
+def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one() -> None:
+    for asked in ("Why do earlier methods only manage plain, easy items?",
+                  "What does the grokking paper identify as the main driver of grokking?",
+                  "What does the benefit of combining both label types actually come from, if not imitation?",
+                  "According to the diet paper, what makes it hard to get each person to adopt such habits?",
+                  "What problem with learning values from imagined rollouts does the paper try to fix?"):
+        assert "reason" in Q.read(asked).asks, asked
+    # A cause named in the description, a kind of problem, or "reason" as a verb, asks for none.
+    for other in ("A paper proves that the hidden causes behind data can be recovered. What must hold for their space?",
+                  "For the RL unlearning method, what kind of decision problems is the algorithm built for?",
+                  "An LLM agent only stops to reason carefully when flagged. How much leakage does it cut?"):
+        assert "reason" not in Q.read(other).asks, other
+    paper = make_paper("Unsupervised 3D object segmentation splits scanned scenes into objects without labels. "
+                       "Existing methods are typically constrained to identifying simple objects, primarily due to "
+                       "insufficient object priors in the learning process. We propose FoundObj, which discovers "
+                       "objects from superpoints.", "s.txt", 0)
+    q = Q.read("Why do earlier methods that split scanned 3D scenes without labels only manage simple objects?")
+    emb = HashEmbedder()
+    # Without it the sentence echoing the description outranks the one answering.
+    for weight, first in ((0.0, "Unsupervised 3D"), (2.0, "Existing methods are typically constrained")):
+        scorer = SentenceScorer(emb, Answering(reason_boost=weight))
+        scored = dict(scorer.score(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)])[paper.paper_id])
+        cause = next(s for s in scored if "due to" in s)
+        # The boost is added to the sentence stating the cause, and to no other.
+        assert all(scored[s] == x + (weight if s == cause else 0.0)
+                   for s, x in SentenceScorer(emb, Answering(reason_boost=0.0)).score(
+                       q, emb.embed([q.scored])[0], [Hit(paper, 0.9)])[paper.paper_id])
+        assert max(scored, key=lambda s: scored[s]).startswith(first)
+
+
 def test_inside_a_paper_the_sentence_with_what_was_asked_outranks_the_subject() -> None:
     from rag.evidence import with_focus
 
