@@ -43,7 +43,7 @@ def shipped(knobs: Any) -> np.ndarray:
 
 def parts(q: Any, qvec: np.ndarray, hit: Any, scorer: Any) -> tuple[list[str], np.ndarray]:
     """(the paper's sentences, one row of PARTS per sentence) as `select_evidence` computes them."""
-    from rag.evidence import answer_type_boost, with_focus
+    from rag.evidence import answer_type_boost, states_cause, with_focus
     from rag.text import continues, tokens
 
     sents, vecs = scorer.sentences([hit])[hit.paper.paper_id]
@@ -57,7 +57,7 @@ def parts(q: Any, qvec: np.ndarray, hit: Any, scorer: Any) -> tuple[list[str], n
     for i, (s, v) in enumerate(zip(sents, vecs)):
         words = set(tokens(s))
         rows.append([float(v @ qvec), len(qtok & words) / len(qtok) if qtok else 0.0,
-                     answer_type_boost(q.asks, s, 1.0), answer_type_boost(q.asks, s, 0.0, 1.0), float(ask[i]),
+                     answer_type_boost(q.asks, s, 1.0), float("reason" in q.asks and states_cause(s)), float(ask[i]),
                      focus[i], noun[i],
                      1.0 if i == 0 and len(sents) > 1 and q.wants != "expansion" else 0.0,
                      1.0 if i and continues(s) else 0.0])

@@ -37,9 +37,8 @@ _CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|cau
                     re.IGNORECASE)
 
 
-def answer_type_boost(asks: frozenset[str], sentence: str, weight: float, reason_weight: float = 0.0) -> float:
-    """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name;
-    `reason_weight` for a sentence stating a cause or a difficulty when one is asked for)."""
+def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
+    """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name)."""
     boost = 0.0
     if "number" in asks and has_quantity(sentence):
         boost += weight
@@ -47,9 +46,12 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float, reason
         boost += weight
     if "name" in asks and len(re.findall(r"(?<=[\s(,])[A-Z][\w\-]+", sentence)) >= 2:
         boost += weight / 2
-    if "reason" in asks and _CAUSE.search(sentence):
-        boost += reason_weight
     return boost
+
+
+def states_cause(sentence: str) -> bool:
+    """Does the sentence state a cause or a difficulty ("primarily due to ...", "hindered by ...")?"""
+    return bool(_CAUSE.search(sentence))
 
 
 class SentenceScorer:
@@ -122,7 +124,7 @@ class SentenceScorer:
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
                 score = (float(sim) + self.knobs.lexical_weight * overlap
-                         + answer_type_boost(question.asks, s, self.knobs.answer_type_boost, self.knobs.reason_boost))
+                         + answer_type_boost(question.asks, s, self.knobs.answer_type_boost))
                 scored.append((s, score - self.knobs.addressed_penalty if ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
@@ -140,8 +142,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     words; and `knobs.evidence_retrieval_weight` times its retrieval score, which weighs all its chunks and names
     (one sentence echoing a description should not outvote the paper the whole question retrieved). Papers within
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
-    with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of
-    the question that asks (`Question.ask`), when a clause of it only describes the paper.
+    with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of the question that asks
+    (`Question.ask`), when a clause of it only describes the paper, plus `knobs.reason_boost` for a sentence stating
+    a cause when the question asks for one ("Why ...?", "what drives ...?").
     """
     if not hits or max_papers < 1:
         return []
@@ -171,6 +174,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
         if hit.paper.paper_id in to_ask:
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
+        if "reason" in question.asks and scorer.knobs.reason_boost:
+            # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
+            sents = [(s, x + scorer.knobs.reason_boost if states_cause(s) else x) for s, x in sents]
         sents = with_focus(question.asked, sents, focus_weight, scorer.knobs.addressed_penalty > 0,
                            noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost)
         if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion":

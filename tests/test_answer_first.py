@@ -6,7 +6,7 @@ from fakes import HashEmbedder
 from rag import compose, support
 from rag import question as Q
 from rag.config import Answering
-from rag.evidence import SentenceScorer
+from rag.evidence import SentenceScorer, select_evidence
 from rag.parse import make_paper
 from rag.records import Evidence, Hit, SentenceCheck
 from rag.text import split_sentences
@@ -174,16 +174,19 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
                        "objects from superpoints.", "s.txt", 0)
     q = Q.read("Why do earlier methods that split scanned 3D scenes without labels only manage simple objects?")
     emb = HashEmbedder()
-    # Without it the sentence echoing the description outranks the one answering.
+    # Without the boost the sentence echoing the description is the evidence; with it, the one stating the cause.
     for weight, first in ((0.0, "Unsupervised 3D"), (2.0, "Existing methods are typically constrained")):
-        scorer = SentenceScorer(emb, Answering(reason_boost=weight))
-        scored = dict(scorer.score(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)])[paper.paper_id])
-        cause = next(s for s in scored if "due to" in s)
-        # The boost is added to the sentence stating the cause, and to no other.
-        assert all(scored[s] == x + (weight if s == cause else 0.0)
-                   for s, x in SentenceScorer(emb, Answering(reason_boost=0.0)).score(
-                       q, emb.embed([q.scored])[0], [Hit(paper, 0.9)])[paper.paper_id])
-        assert max(scored, key=lambda s: scored[s]).startswith(first)
+        scorer = SentenceScorer(emb, Answering(reason_boost=weight, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
+        assert blocks[0].sentences[0].startswith(first)
+    # Inside the paper only: a cause stated somewhere in another abstract does not make that paper the evidence.
+    right = make_paper("Earlier methods that split scanned 3D scenes without labels only manage simple objects. We "
+                       "propose FoundObj for complex ones.", "f.txt", 1)
+    other = make_paper("Graph neural networks leak training links, due to memorised edges.", "g.txt", 2)
+    for weight in (0.0, 2.0):
+        scorer = SentenceScorer(emb, Answering(reason_boost=weight, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(right, 0.5), Hit(other, 0.45)], scorer, 1, 1, 1.0)
+        assert [b.hit.paper for b in blocks] == [right]
 
 
 def test_inside_a_paper_the_sentence_with_what_was_asked_outranks_the_subject() -> None:
