@@ -245,6 +245,9 @@ class Answering(Group):
     reason_boost: float = Field(2.0, description="added to an evidence sentence's score when the question asks why, "
                                                  "or what causes, drives or hinders something, and the sentence "
                                                  "states a cause (\"due to\", \"comes from\", \"hindered by\")")
+    comparison_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence comparing the "
+                                                     "work with others (\"outperforms\", \"baselines\") when what "
+                                                     "is asked is which methods it beats or competes with")
     addressed_penalty: float = Field(1.0, description="subtracted from the score of a sentence addressed to an "
                                                       "assistant (a planted instruction), so it ranks last and "
                                                       "gets no focus bonus; 0 turns that defence off")

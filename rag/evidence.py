@@ -49,6 +49,17 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
     return boost
 
 
+# Where an abstract compares its method with others: "outperforms several multi-task optimization methods", "over
+# strong canonicalization and sampling baselines".
+_COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baselines?|competitors?|compared (?:to|with)|"
+                       r"state[- ]of[- ]the[- ]art)\b", re.IGNORECASE)
+
+
+def states_comparison(sentence: str) -> bool:
+    """Does the sentence compare the work with others ("outperforming several multi-task optimization methods")?"""
+    return bool(_COMPARED.search(sentence))
+
+
 def states_cause(sentence: str) -> bool:
     """Does the sentence state a cause or a difficulty ("primarily due to ...", "hindered by ...")?"""
     return bool(_CAUSE.search(sentence))
@@ -177,6 +188,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         if "reason" in question.asks and scorer.knobs.reason_boost:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             sents = [(s, x + scorer.knobs.reason_boost if states_cause(s) else x) for s, x in sents]
+        if "comparison" in question.asks and scorer.knobs.comparison_boost:
+            sents = [(s, x + scorer.knobs.comparison_boost if states_comparison(s) else x) for s, x in sents]
         sents = with_focus(question.asked, sents, focus_weight, scorer.knobs.addressed_penalty > 0,
                            noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost)
         if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion":

@@ -7,7 +7,8 @@ of matching the question's text again each on their own.
   "which paper proposes ...?"), else "factoid";
 - wants: "number" ("how much / how many / by what factor ..."), "expansion" ("what does X stand for"), "name"
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), "reason" ("why ...", "what drives
-  ...", "what makes it hard ..."), or "" when nothing narrower is asked;
+  ...", "what makes it hard ..."), "comparison" (what is asked is which methods it beats: "which baselines does X
+  outperform?"), or "" when nothing narrower is asked;
   `asks` holds every one of those the question matches, `wants` the first;
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
   availability: it asks whether code, data or weights are available;
@@ -52,6 +53,10 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
                           r"\bwhat (?:(?:two|three|main|key|major|central|core|systematic|fundamental) ){0,2}"
                           r"(?:problems?|issues?|limitations?|challenges?|difficult(?:y|ies)|bottlenecks?|"
                           r"weakness(?:es)?|failures?)\b", re.IGNORECASE)
+# "Which baselines does X beat?", "what kind of competing methods ...": read in what is asked, not in the clause
+# describing the paper ("... a politician's traits against a rival").
+WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
+                              r"baselines?)\b", re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)
 # "the two" as papers: "the two (papers)" before a verb or the end, not "the two kinds of experiments".
 _THE_N = (r"the (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|models))?(?=\s*[?.,;]|\s+(?:differ|"
@@ -303,6 +308,8 @@ def read(question: str) -> Question:
     opens = (m.group(1) + m.group(2)).split()[0].lower() if m else ""
     noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
     ask = ask_part(question)
+    if WANTS_COMPARISON.search(ask or question):
+        asks.append("comparison")
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
     phrase = quantity.group(1).strip() if quantity else ""
     heads = tuple(h[-1] for part in re.split(r"\s+(?:and|or)\s+|,\s*", phrase) if (h := tokens(part))

@@ -189,6 +189,25 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
         assert [b.hit.paper for b in blocks] == [right]
 
 
+def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_with_them() -> None:
+    assert "comparison" in Q.read("Which two kinds of competing methods does the paper report beating?").asks
+    assert "comparison" in Q.read("Which LiDAR generators serve as the strongest rivals for the method?").asks
+    # A rival named only in the clause that describes the paper is not what is asked.
+    assert "comparison" not in Q.read("In the work on strategies against a rival party, how many players are "
+                                      "there?").asks
+    paper = make_paper("Unknown rotations or warps applied to a trained network's inputs distort what it sees. We "
+                       "undo unknown rotations and warps of the inputs with an energy-based diffusion sampler. "
+                       "Experiments show improved performance over strong canonicalization and sampling baselines.",
+                       "t.txt", 0)
+    q = Q.read("For undoing unknown rotations or warps of a trained network's inputs, which two kinds of competing "
+               "methods does the paper report beating?")
+    emb = HashEmbedder()
+    for weight, first in ((0.0, "Unknown rotations or warps"), (2.0, "Experiments show improved performance")):
+        scorer = SentenceScorer(emb, Answering(comparison_boost=weight, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
+        assert blocks[0].sentences[0].startswith(first)
+
+
 def test_inside_a_paper_the_sentence_with_what_was_asked_outranks_the_subject() -> None:
     from rag.evidence import with_focus
 
