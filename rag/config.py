@@ -242,9 +242,9 @@ class Answering(Group):
                                                       "of thing asked for (a number for \"how much\", a parenthesis "
                                                       "for \"stand for\"; half of it for two names when a name is "
                                                       "asked)")
-    reason_boost: float = Field(2.0, description="added to an evidence sentence's score when the question asks why, "
-                                                 "or what causes, drives or hinders something, and the sentence "
-                                                 "states a cause (\"due to\", \"comes from\", \"hindered by\")")
+    reason_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence stating a cause "
+                                                 "(\"due to\", \"comes from\", \"hindered by\") when the question "
+                                                 "asks why, or what causes, drives or hinders something")
     comparison_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence comparing the "
                                                      "work with others (\"outperforms\", \"baselines\") when what "
                                                      "is asked is which methods it beats or competes with")

@@ -30,12 +30,6 @@ from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit, Paper
 from .text import continues, has_quantity, presents_work, speaks_of_itself, split_sentences, states_availability, tokens
 
-# Where an abstract states a cause or a difficulty: "primarily due to insufficient object priors", "it comes from
-# reduced exposure bias", "hindered by inter-individual heterogeneity".
-_CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|caused by|attributed to|explained by|"
-                    r"(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|lies in)\b",
-                    re.IGNORECASE)
-
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
     """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name)."""
@@ -49,6 +43,11 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
     return boost
 
 
+# Where an abstract states a cause or a difficulty: "primarily due to insufficient object priors", "it comes from
+# reduced exposure bias", "hindered by inter-individual heterogeneity".
+_CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|caused by|attributed to|explained by|"
+                    r"(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|lies in)\b",
+                    re.IGNORECASE)
 # Where an abstract compares its method with others: "outperforms several multi-task optimization methods", "over
 # strong canonicalization and sampling baselines".
 _COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baselines?|competitors?|compared (?:to|with)|"
@@ -155,7 +154,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
     with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of the question that asks
     (`Question.ask`), when a clause of it only describes the paper, plus `knobs.reason_boost` for a sentence stating
-    a cause when the question asks for one ("Why ...?", "what drives ...?").
+    a cause when the question asks for one ("Why ...?", "what drives ...?") and `knobs.comparison_boost` for one
+    comparing the work with others when it asks which methods the paper beats.
     """
     if not hits or max_papers < 1:
         return []
