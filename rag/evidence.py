@@ -64,6 +64,18 @@ def states_cause(sentence: str) -> bool:
     return bool(_CAUSE.search(sentence))
 
 
+def cue_bonus(asks: frozenset[str], sentence: str, knobs: Answering) -> float:
+    """Inside the evidence paper: `knobs.reason_boost` for a sentence stating a cause when the question asks for one
+    ("Why ...?", "what drives ...?"), `knobs.comparison_boost` for one comparing the work with others when it asks
+    which methods the paper beats."""
+    bonus = 0.0
+    if "reason" in asks and states_cause(sentence):
+        bonus += knobs.reason_boost
+    if "comparison" in asks and states_comparison(sentence):
+        bonus += knobs.comparison_boost
+    return bonus
+
+
 class SentenceScorer:
     """Scores a paper's sentences against a question; caches sentence vectors by paper id."""
 
@@ -153,9 +165,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     (one sentence echoing a description should not outvote the paper the whole question retrieved). Papers within
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
     with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of the question that asks
-    (`Question.ask`), when a clause of it only describes the paper, plus `knobs.reason_boost` for a sentence stating
-    a cause when the question asks for one ("Why ...?", "what drives ...?") and `knobs.comparison_boost` for one
-    comparing the work with others when it asks which methods the paper beats.
+    (`Question.ask`), when a clause of it only describes the paper, plus `cue_bonus` when a cause or a comparison is
+    asked for.
     """
     if not hits or max_papers < 1:
         return []
@@ -185,11 +196,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
         if hit.paper.paper_id in to_ask:
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
-        if "reason" in question.asks and scorer.knobs.reason_boost:
+        if question.asks & {"reason", "comparison"}:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
-            sents = [(s, x + scorer.knobs.reason_boost if states_cause(s) else x) for s, x in sents]
-        if "comparison" in question.asks and scorer.knobs.comparison_boost:
-            sents = [(s, x + scorer.knobs.comparison_boost if states_comparison(s) else x) for s, x in sents]
+            sents = [(s, x + cue_bonus(question.asks, s, scorer.knobs)) for s, x in sents]
         sents = with_focus(question.asked, sents, focus_weight, scorer.knobs.addressed_penalty > 0,
                            noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost)
         if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion":
