@@ -243,8 +243,9 @@ class Answering(Group):
                                                       "for \"stand for\"; half of it for two names when a name is "
                                                       "asked)")
     reason_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence stating a cause "
-                                                 "(\"due to\", \"comes from\", \"hindered by\") when the question "
-                                                 "asks why, or what causes, drives or hinders something")
+                                                 "(\"due to\", \"comes from\", \"leads to\"; not one denied) when "
+                                                 "the question asks why, or what causes, drives, leads to or "
+                                                 "hinders something")
     comparison_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence comparing the "
                                                      "work with others (\"outperforms\", \"baselines\") when what "
                                                      "is asked is which methods it beats or competes with")

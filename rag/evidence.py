@@ -44,10 +44,12 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
 
 
 # Where an abstract states a cause or a difficulty: "primarily due to insufficient object priors", "it comes from
-# reduced exposure bias", "hindered by inter-individual heterogeneity".
+# reduced exposure bias", "hindered by inter-individual heterogeneity", "a bidirectional bottleneck that leads to SeL".
 _CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|caused by|attributed to|explained by|"
-                    r"(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|lies in)\b",
-                    re.IGNORECASE)
+                    r"(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|lies in|"
+                    r"(?:leads?|led|leading) to|gives? rise to)\b", re.IGNORECASE)
+# A cause denied ("this gain cannot be explained by closer teacher matching") states none.
+_DENIED = re.compile(r"\b(?:not|cannot|n't|never)\s+(?:be\s+|only\s+|solely\s+|merely\s+)?$", re.IGNORECASE)
 # Where an abstract compares its method with others: "outperforms several multi-task optimization methods", "over
 # strong canonicalization and sampling baselines".
 _COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baselines?|competitors?|compared (?:to|with)|"
@@ -60,8 +62,9 @@ def states_comparison(sentence: str) -> bool:
 
 
 def states_cause(sentence: str) -> bool:
-    """Does the sentence state a cause or a difficulty ("primarily due to ...", "hindered by ...")?"""
-    return bool(_CAUSE.search(sentence))
+    """Does the sentence state a cause or a difficulty ("primarily due to ...", "hindered by ...", "... leads to
+    SeL") that it does not deny?"""
+    return any(not _DENIED.search(sentence[max(0, m.start() - 20):m.start()]) for m in _CAUSE.finditer(sentence))
 
 
 def cue_bonus(asks: frozenset[str], sentence: str, knobs: Answering) -> float:

@@ -50,9 +50,18 @@ WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|
 WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|makes)\b|"
                           r"\bwhat (?:does|do|did|is|are|was|were)\b(?:\s+[\w\-]+){0,8}?\s+(?:causes?|drivers?|"
                           r"reasons?)\b|\b(?:comes?|stems?|arises?) from\s*(?:[?,;]|$)|"
-                          r"\bwhat (?:(?:two|three|main|key|major|central|core|systematic|fundamental) ){0,2}"
+                          # "what leads agents to get stuck" (not "what does it lead to", an effect)
+                          r"\bwhat (?:leads?|led)\b(?!\s+to\b)|\bwhat (?:is|are|was|were)\b[^?]*\bresponsible for\b|"
+                          # "what is the gain attributed to?"
+                          r"\b(?:attributed|attributable|due|owing) to\s*(?:[?,;]|$)|"
+                          # "what properties of ... make forecasting them hard"
+                          r"\bwhat\b[^?,;]{0,80}?\bmakes?\b[^?,;]{0,60}?\b(?:hard|harder|difficult|challenging|"
+                          r"expensive|costly|slow|fail|unstable|ineffective|impractical)\b|"
+                          r"\bstruggles? (?:with|to)\b|"
+                          r"\bwhat (?:(?:is|are|was|were) the )?(?:(?:two|three|main|key|major|central|core|"
+                          r"systematic|fundamental|primary|biggest|chief) ){0,2}"
                           r"(?:problems?|issues?|limitations?|challenges?|difficult(?:y|ies)|bottlenecks?|"
-                          r"weakness(?:es)?|failures?)\b", re.IGNORECASE)
+                          r"weakness(?:es)?|failures?|obstacles?|drawbacks?|shortcomings?|pitfalls?)\b", re.IGNORECASE)
 # "Which baselines does X beat?", "what kind of competing methods ...": read in what is asked, not in the clause
 # describing the paper ("... a politician's traits against a rival").
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"

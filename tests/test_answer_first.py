@@ -6,7 +6,7 @@ from fakes import HashEmbedder
 from rag import compose, support
 from rag import question as Q
 from rag.config import Answering
-from rag.evidence import SentenceScorer, select_evidence
+from rag.evidence import SentenceScorer, select_evidence, states_cause
 from rag.parse import make_paper
 from rag.records import Evidence, Hit, SentenceCheck
 from rag.text import split_sentences
@@ -187,6 +187,35 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
         scorer = SentenceScorer(emb, Answering(reason_boost=weight, opening_sentence_penalty=0.0))
         blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(right, 0.5), Hit(other, 0.45)], scorer, 1, 1, 1.0)
         assert [b.hit.paper for b in blocks] == [right]
+
+
+def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_stated() -> None:
+    for asked in ("What leads outcome-trained agents to get stuck in interactive tasks?",
+                  "If closer teacher matching does not explain it, what is the gain attributed to?",
+                  "What properties of irregular time series make forecasting them hard for standard models?",
+                  "What is the main obstacle to shuffling data that does not fit in memory?",
+                  "What do existing segmentation methods struggle with?",
+                  "What is responsible for the collapse of self-trained models?"):
+        assert "reason" in Q.read(asked).asks, asked
+    # An effect asked for, or "make" without a difficulty, asks for no cause.
+    for other in ("What does a single noisy support example lead to?",
+                  "What does the diet paper make possible for each user?"):
+        assert "reason" not in Q.read(other).asks, other
+    assert states_cause("Theoretical analyses reveal a bidirectional bottleneck that leads to SeL.")
+    assert states_cause("Instead, it comes from reduced exposure bias.")
+    assert not states_cause("Crucially, we show that this gain cannot be explained by closer teacher matching.")
+    assert not states_cause("The drop is not due to fewer samples.")
+    # The sentence that denies a cause echoes the question; the one that states it answers.
+    paper = make_paper("Knowledge distillation trains a student on hard or soft teacher labels. Mixing both labels "
+                       "yields better results. Crucially, this gain cannot be explained by closer teacher matching "
+                       "during training. Instead, it comes from reduced exposure bias.", "d.txt", 0)
+    q = Q.read("If closer teacher matching during training does not explain the gain of mixing labels, what is "
+               "it attributed to?")
+    emb = HashEmbedder()
+    scorer = SentenceScorer(emb, Answering(opening_sentence_penalty=0.0))
+    blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 4, 1.0)
+    ranked = sorted(zip(blocks[0].sentence_scores, blocks[0].sentences), reverse=True)
+    assert ranked[0][1].startswith("Instead, it comes from reduced exposure bias")
 
 
 def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_with_them() -> None:
