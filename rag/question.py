@@ -50,8 +50,9 @@ WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|
 WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|makes)\b|"
                           r"\bwhat (?:does|do|did|is|are|was|were)\b(?:\s+[\w\-]+){0,8}?\s+(?:causes?|drivers?|"
                           r"reasons?)\b|\b(?:comes?|stems?|arises?) from\s*(?:[?,;]|$)|"
-                          # "what leads agents to get stuck" (not "what does it lead to", an effect)
-                          r"\bwhat (?:leads?|led)\b(?!\s+to\b)|\bwhat (?:is|are|was|were)\b[^?]*\bresponsible for\b|"
+                          # "what leads agents to get stuck", "what leads to collapse" (not "what does it lead to",
+                          # an effect)
+                          r"\bwhat (?:leads?|led)\b|\bwhat (?:is|are|was|were)\b[^?]*\bresponsible for\b|"
                           # "what is the gain attributed to?"
                           r"\b(?:attributed|attributable|due|owing) to\s*(?:[?,;]|$)|"
                           # "what properties of ... make forecasting them hard"

@@ -191,6 +191,7 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
 
 def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_stated() -> None:
     for asked in ("What leads outcome-trained agents to get stuck in interactive tasks?",
+                  "What leads to model collapse when a model trains on its own outputs?",
                   "If closer teacher matching does not explain it, what is the gain attributed to?",
                   "What properties of irregular time series make forecasting them hard for standard models?",
                   "What is the main obstacle to shuffling data that does not fit in memory?",
