@@ -4,14 +4,14 @@ leave-one-out, before any of them is shipped.
 `python -m bench.sentence_fit --data-dir DIR [--split dev] [--l2 1.0]` answers every single-answer question of one
 split of eval/qa.jsonl that has facts through the pipeline with a model that writes nothing (as `bench.fallback_pick`
 does), and keeps, for the question's gold paper, every sentence's parts of the evidence score
-(`evidence.select_evidence`: cosine to the question, share of its words, the kind asked for, a cause or a comparison
-when one is asked for, cosine to the part that asks, the paper-idf focus, the noun asked for, the opening sentence, a
-sentence going on from the one before) and whether it holds the question's facts (`eval.metrics.fact_hit`). It then
-fits the weights of those parts by a conditional logit (the fact-holding sentences against the paper's others), pulled
-towards the shipped weights by an L2 penalty, and prints how often the fact-holding sentence ranks first in its paper
-at the shipped weights and at fitted ones: on the questions fitted (what a tuned rule claims) and by leave-one-out
-(what a question not tuned on may expect). Run it on dev; a split's figure with weights fitted on that split is not a
-result.
+(`evidence.select_evidence`: cosine to the question, share of its words, the kind asked for, a cause, a comparison
+or a finding when one is asked for, cosine to the part that asks, the paper-idf focus, the noun asked for, the
+opening sentence, a sentence going on from the one before) and whether it holds the question's facts
+(`eval.metrics.fact_hit`). It then fits the weights of those parts by a conditional logit (the fact-holding
+sentences against the paper's others), pulled towards the shipped weights by an L2 penalty, and prints how often the
+fact-holding sentence ranks first in its paper at the shipped weights and at fitted ones: on the questions fitted
+(what a tuned rule claims) and by leave-one-out (what a question not tuned on may expect). Run it on dev; a split's
+figure with weights fitted on that split is not a result.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from .fallback_pick import Silent
 from .measure import machine
 
 # The parts of a sentence's evidence score, in the order of `weights` and the `[answer]` setting giving each one.
-PARTS = ("cosine", "lexical", "kind", "reason", "comparison", "ask", "focus", "noun", "opening", "continues")
+PARTS = ("cosine", "lexical", "kind", "reason", "comparison", "finding", "ask", "focus", "noun", "opening",
+         "continues")
 SETTINGS = {"cosine": None, "lexical": "lexical_weight", "kind": "answer_type_boost", "reason": "reason_boost",
-            "comparison": "comparison_boost", "ask": "evidence_ask_weight", "focus": "evidence_focus_weight",
+            "comparison": "comparison_boost", "finding": "finding_boost", "ask": "evidence_ask_weight",
+            "focus": "evidence_focus_weight",
             "noun": "asked_noun_boost", "opening": "opening_sentence_penalty", "continues": "continuation_weight"}
 
 
@@ -44,7 +46,7 @@ def shipped(knobs: Any) -> np.ndarray:
 
 def parts(q: Any, qvec: np.ndarray, hit: Any, scorer: Any) -> tuple[list[str], np.ndarray]:
     """(the paper's sentences, one row of PARTS per sentence) as `select_evidence` computes them."""
-    from rag.evidence import answer_type_boost, states_cause, states_comparison, with_focus
+    from rag.evidence import answer_type_boost, reports_finding, states_cause, states_comparison, with_focus
     from rag.text import continues, tokens
 
     sents, vecs = scorer.sentences([hit])[hit.paper.paper_id]
@@ -59,7 +61,8 @@ def parts(q: Any, qvec: np.ndarray, hit: Any, scorer: Any) -> tuple[list[str], n
         words = set(tokens(s))
         rows.append([float(v @ qvec), len(qtok & words) / len(qtok) if qtok else 0.0,
                      answer_type_boost(q.asks, s, 1.0), float("reason" in q.asks and states_cause(s)),
-                     float("comparison" in q.asks and states_comparison(s)), float(ask[i]),
+                     float("comparison" in q.asks and states_comparison(s)),
+                     float("finding" in q.asks and reports_finding(s)), float(ask[i]),
                      focus[i], noun[i],
                      1.0 if i == 0 and len(sents) > 1 and q.wants != "expansion" else 0.0,
                      1.0 if i and continues(s) else 0.0])

@@ -249,6 +249,9 @@ class Answering(Group):
     comparison_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence comparing the "
                                                      "work with others (\"outperforms\", \"baselines\") when what "
                                                      "is asked is which methods it beats or competes with")
+    finding_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence reporting a "
+                                                  "finding (\"we find that\", \"experiments show\") when the question "
+                                                  "asks what a study found, showed or concluded")
     addressed_penalty: float = Field(1.0, description="subtracted from the score of a sentence addressed to an "
                                                       "assistant (a planted instruction), so it ranks last and "
                                                       "gets no focus bonus; 0 turns that defence off")

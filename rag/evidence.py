@@ -50,6 +50,11 @@ _CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|cau
                     r"(?:leads?|led|leading) to|gives? rise to)\b", re.IGNORECASE)
 # A cause denied ("this gain cannot be explained by closer teacher matching") states none.
 _DENIED = re.compile(r"\b(?:not|cannot|n't|never)\s+(?:be\s+|only\s+|solely\s+|merely\s+)?$", re.IGNORECASE)
+# Where an abstract reports a finding: "Our pilot experiment shows that ...", "we find that ...", "results reveal".
+_FOUND = re.compile(r"\b(?:find|finds|found|show|shows|showed|shown|reveal\w*|demonstrat\w*|observe[sd]?|indicat\w*|"
+                    r"suggest\w*|confirm\w*)\s+that\b|\b(?:experiments?|results?|analys[ie]s|evaluations?|stud(?:y|ies))"
+                    r"\s+(?:also\s+)?(?:show|shows|showed|reveal|reveals|revealed|demonstrate|demonstrates|indicate|"
+                    r"indicates|confirm|confirms)\b", re.IGNORECASE)
 # Where an abstract compares its method with others: "outperforms several multi-task optimization methods", "over
 # strong canonicalization and sampling baselines".
 _COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baselines?|competitors?|compared (?:to|with)|"
@@ -61,6 +66,11 @@ def states_comparison(sentence: str) -> bool:
     return bool(_COMPARED.search(sentence))
 
 
+def reports_finding(sentence: str) -> bool:
+    """Does the sentence report a finding ("Our pilot experiment shows that ...", "we find that ...")?"""
+    return bool(_FOUND.search(sentence))
+
+
 def states_cause(sentence: str) -> bool:
     """Does the sentence state a cause or a difficulty ("primarily due to ...", "hindered by ...", "... leads to
     SeL") that it does not deny?"""
@@ -70,12 +80,15 @@ def states_cause(sentence: str) -> bool:
 def cue_bonus(asks: frozenset[str], sentence: str, knobs: Answering) -> float:
     """Inside the evidence paper: `knobs.reason_boost` for a sentence stating a cause when the question asks for one
     ("Why ...?", "what drives ...?"), `knobs.comparison_boost` for one comparing the work with others when it asks
-    which methods the paper beats."""
+    which methods the paper beats, `knobs.finding_boost` for one reporting a finding when it asks what a study
+    found."""
     bonus = 0.0
     if "reason" in asks and states_cause(sentence):
         bonus += knobs.reason_boost
     if "comparison" in asks and states_comparison(sentence):
         bonus += knobs.comparison_boost
+    if "finding" in asks and reports_finding(sentence):
+        bonus += knobs.finding_boost
     return bonus
 
 
@@ -168,8 +181,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     (one sentence echoing a description should not outvote the paper the whole question retrieved). Papers within
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
     with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of the question that asks
-    (`Question.ask`), when a clause of it only describes the paper, plus `cue_bonus` when a cause or a comparison is
-    asked for.
+    (`Question.ask`), when a clause of it only describes the paper, plus `cue_bonus` when a cause, a comparison or a
+    finding is asked for.
     """
     if not hits or max_papers < 1:
         return []
@@ -199,7 +212,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
         if hit.paper.paper_id in to_ask:
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
-        if question.asks & {"reason", "comparison"}:
+        if question.asks & {"reason", "comparison", "finding"}:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             sents = [(s, x + cue_bonus(question.asks, s, scorer.knobs)) for s, x in sents]
         sents = with_focus(question.asked, sents, focus_weight, scorer.knobs.addressed_penalty > 0,

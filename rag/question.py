@@ -7,8 +7,8 @@ of matching the question's text again each on their own.
   "which paper proposes ...?"), else "factoid";
 - wants: "number" ("how much / how many / by what factor ..."), "expansion" ("what does X stand for"), "name"
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), "reason" ("why ...", "what drives
-  ...", "what makes it hard ..."), "comparison" (what is asked is which methods it beats: "which baselines does X
-  outperform?"), or "" when nothing narrower is asked;
+  ...", "what makes it hard ..."), "finding" ("what did the experiment find / show ...?"), "comparison" (what is
+  asked is which methods it beats: "which baselines does X outperform?"), or "" when nothing narrower is asked;
   `asks` holds every one of those the question matches, `wants` the first;
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
   availability: it asks whether code, data or weights are available;
@@ -63,6 +63,11 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
                           r"systematic|fundamental|primary|biggest|chief) ){0,2}"
                           r"(?:problems?|issues?|limitations?|challenges?|difficult(?:y|ies)|bottlenecks?|"
                           r"weakness(?:es)?|failures?|obstacles?|drawbacks?|shortcomings?|pitfalls?)\b", re.IGNORECASE)
+# "What did the pilot experiment find about ...?", "what does the analysis show?", "what are its main findings?": a
+# finding is asked for, which an abstract reports with "we find that", "experiments show".
+WANTS_FINDING = re.compile(r"\bwhat (?:did|does|do|have|has)\b(?:\s+[\w\-']+){0,8}?\s+(?:find|show|reveal|"
+                           r"demonstrate|conclude|observe|discover|establish|report)\b|\bwhat (?:are|were|is|was) "
+                           r"(?:the|its|their) (?:main |key )?(?:findings?|conclusions?)\b", re.IGNORECASE)
 # "Which baselines does X beat?", "what kind of competing methods ...": read in what is asked, not in the clause
 # describing the paper ("... a politician's traits against a rival").
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
@@ -307,7 +312,8 @@ def read(question: str) -> Question:
     else:
         kind = "factoid"
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
-                                 ("yesno", YESNO), ("reason", WANTS_REASON)) if pattern.search(question)]
+                                 ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING))
+            if pattern.search(question)]
     quantity = _QUANTITY.search(question)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()

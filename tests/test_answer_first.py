@@ -219,6 +219,26 @@ def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_s
     assert ranked[0][1].startswith("Instead, it comes from reduced exposure bias")
 
 
+def test_what_a_study_found_is_answered_by_the_sentence_reporting_the_finding() -> None:
+    for asked in ("What did the pilot experiment find about attention from image tokens?",
+                  "What do the authors conclude about the privacy risk of the specification?",
+                  "What are the main findings of the grokking paper?"):
+        assert "finding" in Q.read(asked).asks, asked
+    assert "finding" not in Q.read("Which paper shows that small models can beat large ones?").asks
+    paper = make_paper("Multimodal models differ in whether visual tokens attend to other tokens. A primary difference "
+                       "between architectures lies in whether each visual token attends to other tokens within the "
+                       "backbone. Our pilot experiment shows that attention from visual tokens is highly redundant. "
+                       "We propose a model without it.", "n.txt", 0)
+    q = Q.read("What did the pilot experiment find about whether each visual token attends to other tokens within the "
+               "backbone?")
+    emb = HashEmbedder()
+    for weight, first in ((0.0, "A primary difference"), (2.0, "Our pilot experiment shows")):
+        scorer = SentenceScorer(emb, Answering(finding_boost=weight, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 4, 1.0)
+        ranked = sorted(zip(blocks[0].sentence_scores, blocks[0].sentences), reverse=True)
+        assert ranked[0][1].startswith(first), ranked
+
+
 def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_with_them() -> None:
     assert "comparison" in Q.read("Which two kinds of competing methods does the paper report beating?").asks
     assert "comparison" in Q.read("Which LiDAR generators serve as the strongest rivals for the method?").asks
