@@ -28,7 +28,16 @@ from .config import Answering
 from .embed import Embedder
 from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit, Paper
-from .text import continues, has_quantity, presents_work, speaks_of_itself, split_sentences, states_availability, tokens
+from .text import (
+    continues,
+    has_quantity,
+    presents_work,
+    speaks_of_itself,
+    speaks_of_others,
+    split_sentences,
+    states_availability,
+    tokens,
+)
 
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
@@ -396,12 +405,14 @@ def says_what_it_does(sents: list[tuple[str, float]], usable: list[int], paper: 
     potential ...", "Multimodal Large Language Models (MLLMs) mainly fall into two architectures ..."), the line
     would say nothing of what the paper does: then its best sentence presenting its work instead ("... we propose
     the Opt-Miner framework, where the agent learns ..."), else its best about its own work ("Our approach is
-    grounded in ..."); not one whose words the title mostly shows already. An opening in which the paper speaks of
-    itself ("We study the problem of private hypothesis selection ...") stays."""
+    grounded in ..."); not one whose words the title mostly shows already. The same when the best sentence is the
+    paper's account of earlier work ("However, current methods for building assistive agents ..."). An opening in
+    which the paper speaks of itself ("We study the problem of private hypothesis selection ...") stays."""
     if not usable:
         return None
     i = max(usable, key=lambda j: sents[j][1])
-    if i != 0 or speaks_of_itself(sents[0][0]):
+    background = (i == 0 and not speaks_of_itself(sents[0][0])) or speaks_of_others(sents[i][0])
+    if not background:
         return i
     title = set() if paper.title_is_opening else set(tokens(paper.title))
 

@@ -251,6 +251,20 @@ def speaks_of_itself(sentence: str) -> bool:
     return bool(_OWN.search(sentence))
 
 
+# Others' work as the sentence's subject: "Existing methods for diffusion models typically require ...", "However,
+# current methods for building assistive agents ...", "While prior work demonstrates ..." (not "SERA is 26x cheaper
+# than previous synthetic data methods", which is about the paper).
+_OTHERS = re.compile(r"^\W*(?:(?:however|while|although|yet|but|unfortunately|in contrast|meanwhile),?\s+)?"
+                     r"(?:(?:the|most|many)\s+)?(?:existing|current|prior|previous|conventional|traditional|earlier|"
+                     r"most|many)\s+(?:[\w\-]+\s+){0,3}?(?:methods?|approach(?:es)?|works?|studies|agents|models|"
+                     r"techniques|systems|attacks|algorithms|frameworks)\b", re.IGNORECASE)
+
+
+def speaks_of_others(sentence: str) -> bool:
+    """Is the sentence about earlier work ("Existing methods ... typically require ...") and not the paper's own?"""
+    return bool(_OTHERS.search(sentence)) and not speaks_of_itself(sentence)
+
+
 def names_work(sentence: str) -> str:
     """The name a paper gives its work where it says what it contributes: "we propose PBTO, the first ..." -> "PBTO",
     "we propose the Opt-Miner framework" -> "Opt-Miner", "we introduce universal horizon models (UHM)" -> "UHM";

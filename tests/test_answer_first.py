@@ -375,6 +375,23 @@ def test_a_summary_line_says_what_a_titled_paper_does_and_keeps_an_opening_about
         "- A privacy gate [1]: We propose PrivGate, a framework that gates explicit reasoning on privacy."
 
 
+def test_a_summary_line_about_earlier_work_shows_the_papers_own_instead() -> None:
+    from rag.evidence import says_what_it_does
+
+    # The best sentence on the topic is the paper's account of earlier work, not its opening: the line shows the
+    # sentence presenting its own work.
+    paper = make_paper("Data attribution for generative models asks which training images shaped an output. "
+                       "Existing methods for diffusion models typically require access to model gradients. "
+                       "We propose a nonparametric attribution method that compares image patches.", "a.txt", 0)
+    sents = [(s, score) for s, score in zip(split_sentences(paper.abstract), (0.5, 0.9, 0.6))]
+    assert says_what_it_does(sents, [0, 1, 2], paper) == 2
+    # A sentence about the paper that compares it with earlier methods is about the paper: it stays.
+    sera = make_paper("Coding agents are costly to specialise. Creating SERA models is 26x cheaper than previous "
+                      "synthetic data methods. We present SERA, a method for training coding agents.", "s.txt", 1)
+    sents = [(s, score) for s, score in zip(split_sentences(sera.abstract), (0.5, 0.9, 0.6))]
+    assert says_what_it_does(sents, [0, 1, 2], sera) == 1
+
+
 def test_the_noun_asked_for_and_the_words_that_only_name_an_earlier_paper() -> None:
     from rag.evidence import with_focus
 
