@@ -206,6 +206,34 @@ def holds_noun(text: str, noun: str) -> bool:
     return bool(noun) and noun[:5] in _stems(text)
 
 
+# "The transform used to get frequency features is a Global Frequency Module [1]": the subject restates the question,
+# so what the sentence answers is what follows the verb.
+_COPULA = re.compile(r"\s(?:is|are|was|were)\s")
+
+
+def _named_by(sentence: str, noun: str) -> list[str]:
+    """The words around the noun where a sentence names it: "... employs a learnable Non-Uniform Discrete Fourier
+    Transform (NUDFT) to ..." -> learnable, non, uniform, discrete, fourier, nudft, ..."""
+    words = tokens(MARKER.sub(" ", sentence))
+    out: list[str] = []
+    for i, w in enumerate(words):
+        if w[:5] == noun[:5]:
+            out += words[max(0, i - 4):i] + words[i + 1:i + 2]
+    return out
+
+
+def answered_part(sentence: str, question: str) -> str:
+    """The part of a model sentence that answers: after "is/are" when the words before it are the question's own
+    ("The transform used to get frequency features is a Global Frequency Module" -> "a Global Frequency Module"),
+    else the whole sentence."""
+    m = _COPULA.search(sentence)
+    if m:
+        head, asked = _stems(sentence[:m.start()]), _stems(question)
+        if head and len(head & asked) / len(head) >= 0.8:
+            return sentence[m.end():]
+    return sentence
+
+
 _NUMBER = re.compile(r"[\d.,%×x]+")
 # Nouns that ask for a name without saying what kind of thing it names: "SeL [1]." answers "what is its name?".
 _NAME_NOUNS = frozenset("name names title titles term terms acronym abbreviation".split())
@@ -215,15 +243,24 @@ def names_asked_noun(sentence: str, cites: tuple[int, ...], blocks: list[Evidenc
                      terse_words: int = 8) -> bool:
     """Does a model sentence name the noun a what/which question asks for, when the cited paper's evidence does?
     "TFMixer uses a Global Frequency Module (FFT) ..." does not answer "Which learnable transform ...?" while the
-    paper's sentence "... a learnable Non-Uniform Discrete Fourier Transform (NUDFT) ..." names one; nor does a bare
+    paper's sentence "... a learnable Non-Uniform Discrete Fourier Transform (NUDFT) ..." names one, and neither does
+    "The transform it uses is a Global Frequency Module", whose noun is only the question restated; nor does a bare
     "2 [1]." answer "What degree of independence ...?" beside "... 2-wise independent permutations". A terse answer
     (not a bare number) whose every word is in a sentence naming the noun names that thing ("Devstral-Small-2 [1]."
     for "which model ...?" beside "... matches Devstral-Small-2, an open-weight model"). A question whose noun no
     evidence sentence names (or that asks for a name) leaves the model's sentence as it is."""
     noun = intent.noun
-    if not noun or noun in _NAME_NOUNS or holds_noun(sentence, noun):
+    if not noun or noun in _NAME_NOUNS:
         return True
     naming = [s for b in blocks if b.n in cites for s in b.sentences if holds_noun(s, noun)]
+    answered = answered_part(sentence, intent.text)
+    if answered != sentence:
+        # The subject only restates the question: what follows must be the thing the evidence names ("a tree" for
+        # "... into a tree structure"), not another ("a Global Frequency Module" for "... Fourier Transform").
+        return not naming or holds_noun(answered, noun) or \
+            bool(_words(answered) & {w for s in naming for w in _named_by(s, noun)} - _words(intent.text))
+    if holds_noun(sentence, noun):
+        return True
     words = _words(sentence)
     # A bare number names no thing ("2 [1]." is not "2-wise independent"), unless a number is what is asked for
     # ("What accuracy does it reach?" -> "93.1% [1].").

@@ -819,6 +819,17 @@ def test_a_model_sentence_not_naming_the_noun_asked_for_gives_way_to_the_evidenc
     assert compose.names_asked_noun("Non-Uniform Discrete Fourier Transform [1].", (1,), blocks, q)
     assert not compose.names_asked_noun("FFT [1].", (1,), blocks, q)
     # A number asked for is answered by the bare number the sentence naming the noun gives.
+    # The noun only in a subject that restates the question: what follows "is" must be the thing the evidence names.
+    asked = Q.read("What transform does it use to get features from the irregular timestamps?")
+    assert not compose.names_asked_noun("The transform used to get features from the irregular timestamps is a "
+                                        "Global Frequency Module [1].", (1,), blocks, asked)
+    assert compose.names_asked_noun("The transform used to get features from the irregular timestamps is a learnable "
+                                    "Discrete Fourier one [1].", (1,), blocks, asked)
+    tree = make_paper("We turn decision problems into models. We first formulate each problem into a tree structure, "
+                      "with its contexts in subtrees.", "o.txt", 0)
+    asked = Q.read("What structure is each problem formulated into?")
+    assert compose.names_asked_noun("The structure of each problem is a tree with its contexts in subtrees [1].", (1,),
+                                    [block(tree)], asked)
     speed = make_paper("We study fast transforms. The NUDFT layer gives a 3.5x speedup over FFT baselines.", "s.txt", 0)
     asked = Q.read("What speedup does the NUDFT layer give?")
     assert compose.names_asked_noun("3.5x [1].", (1,), [block(speed)], asked)
