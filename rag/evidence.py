@@ -53,10 +53,14 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
 
 
 # Where an abstract states a cause or a difficulty: "primarily due to insufficient object priors", "it comes from
-# reduced exposure bias", "hindered by inter-individual heterogeneity", "a bidirectional bottleneck that leads to SeL".
+# reduced exposure bias", "hindered by inter-individual heterogeneity", "a bidirectional bottleneck that leads to SeL",
+# "require access to model gradients, limiting their applicability" (not "with limited data", a setting).
 _CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|caused by|attributed to|explained by|"
                     r"(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|lies in|"
-                    r"(?:leads?|led|leading) to|gives? rise to)\b", re.IGNORECASE)
+                    r"(?:leads?|led|leading) to|gives? rise to|"
+                    # a difficulty
+                    r"limiting|limited by|lacks?|lacking|fail(?:s|ed)? to|struggles?|prohibitive|costly)\b",
+                    re.IGNORECASE)
 # A cause denied ("this gain cannot be explained by closer teacher matching") states none.
 _DENIED = re.compile(r"\b(?:not|cannot|n't|never)\s+(?:be\s+|only\s+|solely\s+|merely\s+)?$", re.IGNORECASE)
 # Where an abstract reports a finding: "Our pilot experiment shows that ...", "we find that ...", "results reveal".

@@ -206,6 +206,10 @@ def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_s
     assert states_cause("Instead, it comes from reduced exposure bias.")
     assert not states_cause("Crucially, we show that this gain cannot be explained by closer teacher matching.")
     assert not states_cause("The drop is not due to fewer samples.")
+    # A difficulty stated: what a limitation question asks; a setting "with limited data" states none.
+    assert states_cause("Existing methods require access to model gradients, limiting their applicability.")
+    assert states_cause("Current agents struggle to balance speed against privacy.")
+    assert not states_cause("We develop a framework for diffusion models with limited data.")
     # The sentence that denies a cause echoes the question; the one that states it answers.
     paper = make_paper("Knowledge distillation trains a student on hard or soft teacher labels. Mixing both labels "
                        "yields better results. Crucially, this gain cannot be explained by closer teacher matching "
