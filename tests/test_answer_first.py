@@ -156,18 +156,25 @@ def test_question_reading() -> None:
     assert Q.read("And what speed-up does it report?").wants == "number"
 
 
+def assert_asks(kind: str, asking: tuple[str, ...], not_asking: tuple[str, ...] = ()) -> None:
+    """Each question of `asking` is read as asking for `kind` (`Question.asks`), none of `not_asking` is."""
+    for asked in asking:
+        assert kind in Q.read(asked).asks, asked
+    for other in not_asking:
+        assert kind not in Q.read(other).asks, other
+
+
 def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one() -> None:
-    for asked in ("Why do earlier methods only manage plain, easy items?",
-                  "What does the grokking paper identify as the main driver of grokking?",
-                  "What does the benefit of combining both label types actually come from, if not imitation?",
-                  "According to the diet paper, what makes it hard to get each person to adopt such habits?",
-                  "What problem with learning values from imagined rollouts does the paper try to fix?"):
-        assert "reason" in Q.read(asked).asks, asked
     # A cause named in the description, a kind of problem, or "reason" as a verb, asks for none.
-    for other in ("A paper proves that the hidden causes behind data can be recovered. What must hold for their space?",
-                  "For the RL unlearning method, what kind of decision problems is the algorithm built for?",
-                  "An LLM agent only stops to reason carefully when flagged. How much leakage does it cut?"):
-        assert "reason" not in Q.read(other).asks, other
+    assert_asks("reason",
+                ("Why do earlier methods only manage plain, easy items?",
+                 "What does the grokking paper identify as the main driver of grokking?",
+                 "What does the benefit of combining both label types actually come from, if not imitation?",
+                 "According to the diet paper, what makes it hard to get each person to adopt such habits?",
+                 "What problem with learning values from imagined rollouts does the paper try to fix?"),
+                ("A paper proves that the hidden causes behind data can be recovered. What must hold for their space?",
+                 "For the RL unlearning method, what kind of decision problems is the algorithm built for?",
+                 "An LLM agent only stops to reason carefully when flagged. How much leakage does it cut?"))
     paper = make_paper("Unsupervised 3D object segmentation splits scanned scenes into objects without labels. "
                        "Existing methods are typically constrained to identifying simple objects, primarily due to "
                        "insufficient object priors in the learning process. We propose FoundObj, which discovers "
@@ -190,18 +197,17 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
 
 
 def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_stated() -> None:
-    for asked in ("What leads outcome-trained agents to get stuck in interactive tasks?",
-                  "What leads to model collapse when a model trains on its own outputs?",
-                  "If closer teacher matching does not explain it, what is the gain attributed to?",
-                  "What properties of irregular time series make forecasting them hard for standard models?",
-                  "What is the main obstacle to shuffling data that does not fit in memory?",
-                  "What do existing segmentation methods struggle with?",
-                  "What is responsible for the collapse of self-trained models?"):
-        assert "reason" in Q.read(asked).asks, asked
     # An effect asked for, or "make" without a difficulty, asks for no cause.
-    for other in ("What does a single noisy support example lead to?",
-                  "What does the diet paper make possible for each user?"):
-        assert "reason" not in Q.read(other).asks, other
+    assert_asks("reason",
+                ("What leads outcome-trained agents to get stuck in interactive tasks?",
+                 "What leads to model collapse when a model trains on its own outputs?",
+                 "If closer teacher matching does not explain it, what is the gain attributed to?",
+                 "What properties of irregular time series make forecasting them hard for standard models?",
+                 "What is the main obstacle to shuffling data that does not fit in memory?",
+                 "What do existing segmentation methods struggle with?",
+                 "What is responsible for the collapse of self-trained models?"),
+                ("What does a single noisy support example lead to?",
+                 "What does the diet paper make possible for each user?"))
     assert states_cause("Theoretical analyses reveal a bidirectional bottleneck that leads to SeL.")
     assert states_cause("Instead, it comes from reduced exposure bias.")
     assert not states_cause("Crucially, we show that this gain cannot be explained by closer teacher matching.")
@@ -224,11 +230,11 @@ def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_s
 
 
 def test_what_a_study_found_is_answered_by_the_sentence_reporting_the_finding() -> None:
-    for asked in ("What did the pilot experiment find about attention from image tokens?",
-                  "What do the authors conclude about the privacy risk of the specification?",
-                  "What are the main findings of the grokking paper?"):
-        assert "finding" in Q.read(asked).asks, asked
-    assert "finding" not in Q.read("Which paper shows that small models can beat large ones?").asks
+    assert_asks("finding",
+                ("What did the pilot experiment find about attention from image tokens?",
+                 "What do the authors conclude about the privacy risk of the specification?",
+                 "What are the main findings of the grokking paper?"),
+                ("Which paper shows that small models can beat large ones?",))
     paper = make_paper("Multimodal models differ in whether visual tokens attend to other tokens. A primary difference "
                        "between architectures lies in whether each visual token attends to other tokens within the "
                        "backbone. Our pilot experiment shows that attention from visual tokens is highly redundant. "
