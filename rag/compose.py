@@ -305,6 +305,10 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
         return ""
     n, s = picked
     cut = clause(s, intent, set(numbers_in(raw)), knobs)
+    if "overview" in intent.asks:
+        # What the paper does, without the phrase pointing back at a sentence the answer does not show ("To address
+        # this issue, we propose ..." -> "We propose ...").
+        cut = _capital(_PURPOSE.sub("", cut))
     follow = continuation(blocks, n, s) if knobs.continuation_weight and cut == s else ""
     text = _cite(f"{s.rstrip(' .;:')}; {follow[:1].lower()}{follow[1:]}" if follow else cut, n)
     # A number or an expansion asked for and found, or a long first sentence: complete without a second one.

@@ -252,6 +252,11 @@ class Answering(Group):
     finding_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence reporting a "
                                                   "finding (\"we find that\", \"experiments show\") when the question "
                                                   "asks what a study found, showed or concluded")
+    overview_boost: float = Field(2.0, description="added, inside the evidence paper, to its first sentence "
+                                                   "presenting its own work (\"we propose ...\") and to an opening "
+                                                   "in which it speaks of itself (\"We study ...\"); half of it to "
+                                                   "its other sentences about its own work; when the question asks "
+                                                   "what the paper is about or does, or whether one exists")
     addressed_penalty: float = Field(1.0, description="subtracted from the score of a sentence addressed to an "
                                                       "assistant (a planted instruction), so it ranks last and "
                                                       "gets no focus bonus; 0 turns that defence off")

@@ -105,6 +105,25 @@ def cue_bonus(asks: frozenset[str], sentence: str, knobs: Answering) -> float:
     return bonus
 
 
+def overview_bonus(sents: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
+    """Scores in abstract order, for a question asking what the paper is about or does: `weight` added to the
+    abstract's first sentence presenting its work ("We propose a hierarchical recoupling generation framework ...",
+    not the "First, we design ..." of a part of it) and to an opening in which the paper speaks of itself ("We study
+    the problem of transformation inversion on Lie groups ..."); half of it to any other sentence about the paper's
+    own work. Where to get the code says nothing of what the paper does."""
+    if not weight:
+        return sents
+    first = next((i for i, (s, _) in enumerate(sents) if presents_work(s) and not states_availability(s)), None)
+    out = []
+    for i, (s, score) in enumerate(sents):
+        if i == first or (i == 0 and speaks_of_itself(s)):
+            score += weight
+        elif speaks_of_itself(s) and not states_availability(s):
+            score += weight / 2
+        out.append((s, score))
+    return out
+
+
 class SentenceScorer:
     """Scores a paper's sentences against a question; caches sentence vectors by paper id."""
 
@@ -228,11 +247,17 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         if question.asks & {"reason", "comparison", "finding"}:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             sents = [(s, x + cue_bonus(question.asks, s, scorer.knobs)) for s, x in sents]
-        sents = with_focus(question.asked, sents, focus_weight, scorer.knobs.addressed_penalty > 0,
+        if "overview" in question.asks:
+            sents = overview_bonus(sents, scorer.knobs.overview_boost)
+        # An overview asks for nothing narrower than the paper: the words of the question only name or describe it.
+        # Whether a paper on a topic exists asks for the paper's sentence on that topic.
+        focus = 0.0 if "overview" in question.asks and not question.exists else focus_weight
+        sents = with_focus(question.asked, sents, focus, scorer.knobs.addressed_penalty > 0,
                            noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost)
-        if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion":
+        if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion" and not (
+                "overview" in question.asks and speaks_of_itself(sents[0][0])):
             # An abstract's first sentence is its field's background, seldom what a question about the paper asks
-            # (but where an acronym is usually spelt out).
+            # (but where an acronym is usually spelt out, and where "We study ..." says what the paper is about).
             sents = [(sents[0][0], sents[0][1] - scorer.knobs.opening_sentence_penalty)] + sents[1:]
         sents = continued(sents, scorer.knobs.continuation_weight)
         order = sorted(_evidence(sents, scorer.knobs), key=lambda i: -sents[i][1])[:per_paper]

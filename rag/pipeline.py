@@ -229,7 +229,8 @@ class Assistant:
             q = q.in_context(f"{question} (about: {titles[:400]})", focus.papers, focus.described, focus.side_by_side)
         else:
             q = q.in_context(focus.searched)
-        return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched))
+        return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched),
+                           self.retriever.unmentioned(q.topic_words) if q.exists else ())
 
     def retrieve(self, question: Q.Question, filters: Filters | None = None, top_k: int | None = None) -> Retrieved:
         """The papers a read question is answered from: the ones it points back at when it does ("it", "the second
@@ -387,6 +388,13 @@ class Assistant:
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"
+        if q.unmentioned and not abstained and not pinned:
+            # "Is there a paper on speculative decoding?": the closest paper is shown, and said to be only that.
+            missing = ", ".join(q.unmentioned)
+            if listing:
+                notices.append(f"no abstract mentions {missing}: these are the closest papers")
+            else:
+                text = f"No abstract mentions {missing}; the closest: {text}"
         if budget.dropped_blocks and not listing:
             notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")
         if more:

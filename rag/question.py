@@ -30,6 +30,37 @@ from dataclasses import dataclass, replace
 from .text import tokens
 
 # Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
+# What one paper is or does, as a whole: "What is the SERA paper about?", "What does PrivGate do?", "Tell me about the
+# paper on private hypothesis selection", "What is the main contribution of TIED?", "Give me an overview of NITP",
+# "What problem does R2G solve?", "Summarize the SERA paper"; and whether a paper on something exists ("Is there a
+# paper on sustainable diet recommendation?"). Answered by the sentence where the paper says what it does.
+WANTS_OVERVIEW = re.compile(
+    r"\bwhat(?:'s|’s|s)?(?:\s+(?:is|are|was|were))?\s[^?]{1,160}?\b(?:about|doing)\s*(?:[?.!]|$)|"
+    r"\bwhat (?:does|do|did)\b[^?]{1,60}?\b(?:do|propose|introduce|present|contribute|offer)\s*(?:[?.!]|$)|"
+    r"^\s*what(?:'s|’s| is| are)\s+(?:the\s+)?[\w\-]*(?-i:[A-Z])[\w\-]*(?:\s+(?:paper|method|framework|model|approach|"
+    r"algorithm))?\s*[?.!]?\s*$|"
+    r"\btell me (?:more )?about\b|\b(?:give|gives) (?:me |us )?(?:a |an )?(?:quick |short |brief |high-level )?"
+    r"(?:overview|summary|rundown|gist|synopsis) of\b|"
+    r"\b(?:main|key|core|central) (?:contributions?|ideas?|points?|takeaways?)\b|"
+    r"\bwhat (?:problem|problems|question|challenge|gap) (?:does|do|did)\b[^?]{1,60}?\b(?:solve|address|tackle|"
+    r"attack)\b|\b(?:in|as) (?:one|a single|a) (?:sentence|line|nutshell)\b|"
+    r"^\s*(?:please\s+)?(?:summari[sz]e|describe|explain)\s+(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?"
+    r"(?:paper|study|article)\b(?!s)|"
+    r"\bis there (?:a|any|one) (?:paper|work|study|article|method)\b|"
+    r"\b(?:do|does) (?:any|one) (?:of )?(?:the )?(?:papers?|abstracts?|works?)\b", re.IGNORECASE)
+# Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
+# that ...", "Do any of the papers ...".
+_EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
+                     r"(?:papers?|works?|stud(?:y|ies)|research|articles?)?|do(?:es)? any\s+(?:of\s+)?(?:the\s+)?"
+                     r"(?:papers?|abstracts?|works?|stud(?:y|ies))?)\s*(?:on|about|that|which|where|with)?\b",
+                     re.IGNORECASE)
+_FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
+                         "anything".split())
+# "Summarize the SERA paper", "Give me an overview of NITP": one paper, not a field; the object is a paper in the
+# singular or a single coined name.
+_ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe)\s+)"
+                        r"(?:(?i:(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?(?:paper|study|article))\b(?!s)|"
+                        r"(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+\s*[?.!]?\s*$)")
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
                      r"(which|what) (papers|studies|works|articles|research)\b|what work|(are there|is there) (any )?"
@@ -66,8 +97,9 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
 # "What did the pilot experiment find about ...?", "what does the analysis show?", "what are its main findings?": a
 # finding is asked for, which an abstract reports with "we find that", "experiments show".
 WANTS_FINDING = re.compile(r"\bwhat (?:did|does|do|have|has)\b(?:\s+[\w\-']+){0,8}?\s+(?:find|show|reveal|"
-                           r"demonstrate|conclude|observe|discover|establish|report)\b|\bwhat (?:are|were|is|was) "
-                           r"(?:the|its|their) (?:main |key )?(?:findings?|conclusions?)\b", re.IGNORECASE)
+                           r"demonstrate|conclude|observe|discover|establish|report)\b|\bwhat(?:'s| (?:are|were|is|was)) "
+                           r"(?:the|its|their) (?:main |key |headline |central |most important )?(?:findings?|"
+                           r"conclusions?|results?)\b", re.IGNORECASE)
 # "Which baselines does X beat?", "what kind of competing methods ...": read in what is asked, not in the clause
 # describing the paper ("... a politician's traits against a rival").
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
@@ -197,6 +229,9 @@ class Question:
     # Set by `in_corpus`: names no abstract contains, and words of the searched form few papers use.
     absent: tuple[str, ...] = ()
     rare: tuple[str, ...] = ()
+    # Set by `in_corpus` for an existence question: words of its topic no abstract uses in any form.
+    unmentioned: tuple[str, ...] = ()
+    exists: bool = False  # asks whether a paper on something exists: "Is there a paper on ...?", "Do any papers ...?"
 
     @property
     def summary(self) -> bool:
@@ -236,8 +271,15 @@ class Question:
         kind = "summary" if len(pinned) > 1 and not described else self.kind
         return replace(self, searched=searched, pinned=pinned, kind=kind, described=described)
 
-    def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...]) -> Question:
-        return replace(self, absent=absent, rare=rare)
+    def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...],
+                  unmentioned: tuple[str, ...] = ()) -> Question:
+        return replace(self, absent=absent, rare=rare, unmentioned=unmentioned if self.exists else ())
+
+    @property
+    def topic_words(self) -> list[str]:
+        """An existence question's topic, as content words: "Is there a paper on speculative decoding for faster LLM
+        inference?" -> ["speculative", "decoding", "faster", "llm", "inference"]."""
+        return [w for w in dict.fromkeys(tokens(_EXISTS.sub("", self.text))) if w not in _FRAME_WORDS]
 
     def distinctive(self, paper_words: set[str]) -> tuple[str, ...]:
         """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
@@ -305,15 +347,18 @@ def elliptical(question: str) -> bool:
 def read(question: str) -> Question:
     """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True)"""
     selects = bool(_SELECT.search(question))
-    if SUMMARY.search(question) and not selects:
+    if SUMMARY.search(question) and not selects and not _ONE_PAPER.search(question):
         kind = "summary"
     elif WHICH.search(question) or selects:
         kind = "which"
     else:
         kind = "factoid"
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
-                                 ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING))
-            if pattern.search(question)]
+                                 ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING),
+                                 ("overview", WANTS_OVERVIEW))
+            if (pattern.search(question) or (k == "overview" and _ONE_PAPER.search(question)))
+            # A second question asks something narrower: "is there a paper that ..., and what is its dataset?"
+            and not (k == "overview" and (kind == "summary" or _SECOND.search(question, 1)))]
     quantity = _QUANTITY.search(question)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()
@@ -338,7 +383,8 @@ def read(question: str) -> Question:
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
-                    availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)))
+                    availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)),
+                    exists=bool(_EXISTS.search(question)) and not _SECOND.search(question, 1))
 
 
 def taken_together(question: str) -> int:

@@ -39,6 +39,9 @@ from .records import Hit, Passage
 from .store import ChunkStore, StoredChunk
 from .text import tokens
 
+# Endings a word's other forms do not share: "speeding" / "speed", "deletions" / "delete", "provably" / "provable".
+_SUFFIX = re.compile(r"(?:ations?|ingly|ings?|edly|ed|ally|ly|ies|es|s)$")
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -219,6 +222,21 @@ class Retriever:
             if head and len(head[0]) >= 3 and not self.lexical.knows(head[0]):
                 out.append(word)
         return tuple(dict.fromkeys(out))
+
+    def unmentioned(self, words: list[str]) -> tuple[str, ...]:
+        """Words no abstract uses in any form: their stem ("federated" -> "feder", "speeding" -> "speed") begins no
+        indexed word. e.g. ["speculative", "decoding"] -> ("speculative",) in the seeds. Words under five letters and
+        hyphenated ones (whose parts are checked) are left out."""
+        if self.lexical is None or not len(self.lexical):
+            return ()
+        out = []
+        for word in words:
+            if len(word) < 5 or "-" in word or any(c.isdigit() for c in word):
+                continue
+            stem = _SUFFIX.sub("", word)[:5]
+            if len(stem) >= 4 and not self.lexical.knows(stem):
+                out.append(word)
+        return tuple(out)
 
     def rare_terms(self, text: str) -> tuple[str, ...]:
         """Words of the text few papers use: the papers of each word's best `limit * 4 + 8` BM25 chunks number

@@ -138,6 +138,23 @@ _DANGLING = frozenset("a an the and or but nor of from than whose via such".spli
 _DANGLING_PAIRS = frozenset({"based on", "due to", "according to", "such as", "thanks to"})
 
 
+# A sentence saying the sources hold no such paper or statement: "No, there is no paper on sustainable diet
+# recommendation [1].", "The abstract does not mention the dataset [1]." Citing a source for it contradicts itself:
+# the source cited is the one retrieval found on the subject.
+_DENIES = re.compile(r"\b(?:there (?:is|are|was|were) no|no|not any|none of the)\s+(?:such\s+)?(?:papers?|works?|"
+                     r"stud(?:y|ies)|research|articles?|abstracts?|mention|information|evidence|details?)\b|"
+                     r"\b(?:does|do|did) not (?:mention|discuss|address|provide|state|specify|say|describe|exist)\b|"
+                     r"\b(?:is|are|was|were) not (?:mentioned|discussed|addressed|provided|stated|specified|"
+                     r"described|given)\b", re.IGNORECASE)
+
+
+def denies_sources(sentence: str, cited_text: str = "") -> bool:
+    """Does the sentence say that no paper or statement on the subject exists ("No, there is no paper on ...")? Not
+    when the cited text says so itself ("we find no evidence of ...")."""
+    found = _DENIES.search(sentence)
+    return bool(found) and found.group(0).lower() not in cited_text.lower()
+
+
 def unfinished(sentence: str) -> bool:
     """Does the sentence break off: cut with an ellipsis, ending on a colon, or its last word an article, a
     conjunction or a preposition that needs its object ("... action spaces from [1].", "... reasoning based on.")?"""
@@ -200,6 +217,8 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             ok, note = [], "repeats the instructions"
         elif not ok:
             note = "not stated by the cited source" if support else "a number or words the sources do not give"
+        elif denies_sources(p, " ".join(by_n[n].hit.paper.abstract for n in ok)):
+            ok, note = [], "says the sources do not hold what it cites them for"
         elif restates(p, question):
             ok, note = [], "restates the question"
         elif unfinished(p):

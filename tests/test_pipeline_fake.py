@@ -202,3 +202,18 @@ def test_which_of_them_picks_one_of_the_listed_papers(built) -> None:  # type: i
     assert set(picked.focus) == set(listed) and not picked.abstained
     assert picked.citations[0].paper.paper_id == GNN_LINKS
     assert {c.paper.paper_id for c in picked.citations} <= set(listed) and not picked.text.startswith("- ")
+
+
+def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_the_closest_paper(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    # The model denies the paper it cites; that sentence is not kept.
+    gen = ScriptedGenerator(["No, there is no paper on backdoor attacks in federated learning [1]."])
+    a = Assistant(s, embedder=emb, generator=gen)
+    ans = a.ask("Is there a paper on persistent backdoor attacks in federated class-incremental learning?")
+    assert not ans.abstained
+    assert ans.text.startswith("No abstract mentions federated; the closest: "), ans.text
+    assert "there is no paper" not in ans.text.lower() and ans.citations
+    # Every word of the topic in the abstracts: the answer is the paper, with no such caveat.
+    ans = a.ask("Is there a paper on persistent backdoor attacks in class-incremental learning?")
+    assert not ans.abstained and not ans.text.startswith("No abstract mentions"), ans.text
+    assert "backdoor" in ans.text.lower()
