@@ -194,7 +194,10 @@ _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|d
                        re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
-                           r"\b(?:available|released|public(?:ly)?|open[- ]sourced?|on github|downloadable)\b|"
+                           # "public" as what the artefact is ("Is the code public?"), not an attribute of
+                           # something else ("each model comes with a public descriptor")
+                           r"\b(?:available|released|publicly|public(?=\s*(?:[?.!,;]|$|or\b|and\b))|open[- ]sourced?|"
+                           r"on github|downloadable)\b|"
                            r"\bopen[- ]source\b|\bgithub\b|\bwhere can (?:i|one|we) (?:get|find|download)\b",
                            re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"

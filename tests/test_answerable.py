@@ -48,6 +48,10 @@ def test_whether_code_is_available_needs_a_link_or_a_statement() -> None:
     asked = read("Is the code available?")
     assert asked.availability and read("Is it open source?").availability
     assert not read("Which public benchmark does PrivGate use?").availability
+    # "public" describing something else is not whether an artefact can be had.
+    assert not read("What does the paper on privacy leakage in model-reuse marketplaces, where each uploaded model "
+                    "comes with a public descriptor, propose?").availability
+    assert read("Is the code public?").availability and read("Are the model weights public or not?").availability
     assert "nothing about code" in (unanswerable_reason(asked, [PRIV]) or "")
     linked = make_paper("We propose NITP. Our implementation is available at https://github.com/a/NITP.", "n.txt", 0)
     promised = make_paper("We propose SOLAR, a retrieval model. Code will be available upon publication.", "s.txt", 0)
