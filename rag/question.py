@@ -97,7 +97,8 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
 # "What did the pilot experiment find about ...?", "what does the analysis show?", "what are its main findings?": a
 # finding is asked for, which an abstract reports with "we find that", "experiments show".
 WANTS_FINDING = re.compile(r"\bwhat (?:did|does|do|have|has)\b(?:\s+[\w\-']+){0,8}?\s+(?:find|show|reveal|"
-                           r"demonstrate|conclude|observe|discover|establish|report)\b|\bwhat(?:'s| (?:are|were|is|was)) "
+                           r"demonstrate|conclude|observe|discover|establish|report)\b|"
+                           r"\bwhat(?:'s| (?:are|were|is|was)) "
                            r"(?:the|its|their) (?:main |key |headline |central |most important )?(?:findings?|"
                            r"conclusions?|results?)\b", re.IGNORECASE)
 # "Which baselines does X beat?", "what kind of competing methods ...": read in what is asked, not in the clause

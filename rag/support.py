@@ -152,7 +152,7 @@ def denies_sources(sentence: str, cited_text: str = "") -> bool:
     """Does the sentence say that no paper or statement on the subject exists ("No, there is no paper on ...")? Not
     when the cited text says so itself ("we find no evidence of ...")."""
     found = _DENIES.search(sentence)
-    return bool(found) and found.group(0).lower() not in cited_text.lower()
+    return found is not None and found.group(0).lower() not in cited_text.lower()
 
 
 def unfinished(sentence: str) -> bool:

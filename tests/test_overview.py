@@ -4,8 +4,8 @@ evidence (the fake embedder stands in for similarity)."""
 
 from fakes import HashEmbedder
 
-from rag import support
 from rag import question as Q
+from rag import support
 from rag.config import Answering
 from rag.evidence import SentenceScorer, select_evidence
 from rag.parse import make_paper
@@ -39,8 +39,9 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
         read = Q.read(field)
         assert read.kind == "summary" and "overview" not in read.asks, field
     # Whether a paper on something exists, and its topic's words without the frame.
-    for asked in ("Is there a paper on speculative decoding?", "Are there any papers applying contrastive learning to "
-                  "slides?", "Do any of the papers propose backdoor attacks?", "is there any work on label proportions"):
+    for asked in ("Is there a paper on speculative decoding?",
+                  "Are there any papers applying contrastive learning to slides?",
+                  "Do any of the papers propose backdoor attacks?", "is there any work on label proportions"):
         assert Q.read(asked).exists, asked
     assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").topic_words == [
         "speculative", "decoding", "faster", "llm", "inference"]
