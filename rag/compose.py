@@ -338,6 +338,16 @@ def _opens_with(text: str, title: str) -> bool:
     return bool(head) and text.lower().startswith(head)
 
 
+def restates_finding(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
+    """Does the sentence give a number, or restate (half its words) a cited sentence reporting a finding ("Empirical
+    results demonstrate that SIVS achieves 87% ...")?"""
+    from .evidence import reports_finding
+
+    words = _words(sentence)
+    return has_quantity(MARKER.sub(" ", sentence)) or any(
+        reports_finding(s) and _share(words, s) >= 0.5 for b in blocks if b.n in cites for s in b.sentences)
+
+
 def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> float:
     """The score of the evidence sentence the answer sentence restates (its cited papers' sentence holding most of
     its words, at least half of them); -inf when none does."""
@@ -395,6 +405,10 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     if knobs.model_names_noun:
         holding = [i for i in holding
                    if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
+    if "finding" in intent.asks:
+        # "What is the headline result of SIVS?": the model's "The headline result of SIVS is that it provides a
+        # geometric criterion ..." restates a sentence of method, not of result.
+        holding = [i for i in holding if restates_finding(kept[i][0], kept[i][1].cites, blocks)]
     if not holding:
         return fallback(blocks, intent, raw, knobs), "extractive", []
     # Of the model's sentences holding what was asked, the one restating the evidence sentence that ranks highest

@@ -249,6 +249,28 @@ def test_what_a_study_found_is_answered_by_the_sentence_reporting_the_finding() 
         assert ranked[0][1].startswith(first), ranked
 
 
+def test_a_result_asked_for_is_not_answered_by_a_model_sentence_restating_the_method() -> None:
+    from rag.config import Answering
+
+    sivs = make_paper("We propose SIVS, which provides a geometric criterion for dynamic visual KV scheduling. "
+                      "Empirical results demonstrate that SIVS achieves 87% visual KV compression.", "v.txt", 0)
+    q = Q.read("What is the headline result of SIVS?")
+    assert "finding" in q.asks
+    blocks = [block(sivs, scores=[0.8, 2.8])]  # the finding sentence ranked first, as `finding_boost` ranks it
+    knobs = Answering(opening_sentence_penalty=0.0)
+    method = ("The headline result of SIVS is that it provides a geometric criterion for dynamic visual KV "
+              "scheduling [1].")
+    sentences, checks = checked(method, q.text, blocks)
+    assert checks[0].supported and checks[0].stated
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, method, knobs)
+    assert mode == "extractive" and text.startswith("Empirical results demonstrate that SIVS achieves 87%"), text
+    # A model sentence giving the result answers first.
+    result = "SIVS achieves 87% visual KV compression [1]."
+    sentences, checks = checked(result, q.text, blocks)
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, result, knobs)
+    assert mode == "generated" and text.startswith("SIVS achieves 87%"), text
+
+
 def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_with_them() -> None:
     assert "comparison" in Q.read("Which two kinds of competing methods does the paper report beating?").asks
     assert "comparison" in Q.read("Which LiDAR generators serve as the strongest rivals for the method?").asks
