@@ -7,9 +7,12 @@ of matching the question's text again each on their own.
   "which paper proposes ...?"), else "factoid";
 - wants: "number" ("how much / how many / by what factor ..."), "expansion" ("what does X stand for"), "name"
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), "reason" ("why ...", "what drives
-  ...", "what makes it hard ..."), "finding" ("what did the experiment find / show ...?"), "comparison" (what is
-  asked is which methods it beats: "which baselines does X outperform?"), or "" when nothing narrower is asked;
-  `asks` holds every one of those the question matches, `wants` the first;
+  ...", "what makes it hard ..."), "finding" ("what did the experiment find / show ...?", "what is its headline
+  result?"), "overview" (what one paper is about or does: "What is the SERA paper about?", "Summarize the SERA
+  paper", "Is there a paper on ...?"), "comparison" (what is asked is which methods it beats: "which baselines does X
+  outperform?"), or "" when nothing narrower is asked; `asks` holds every one of those the question matches, `wants`
+  the first; exists: it asks whether a paper on something exists ("Is there a paper on ...?", "Do any of the
+  papers ...?");
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
   availability: it asks whether code, data or weights are available;
 - refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one"), or names
@@ -19,7 +22,8 @@ of matching the question's text again each on their own.
 
 The pipeline then completes the record once, in order, with what needs the conversation or the corpus:
 `in_context` adds the standalone form searched and the earlier papers pinned (rag/conversation.py), `in_corpus` the
-absent terms (names no abstract contains) and the rare terms (words few papers use).
+absent terms (names no abstract contains), the rare terms (words few papers use) and, for an existence question, the
+words of its topic no abstract uses in any form.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from dataclasses import dataclass, replace
 
 from .text import tokens
 
-# Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
 # What one paper is or does, as a whole: "What is the SERA paper about?", "What does PrivGate do?", "Tell me about the
 # paper on private hypothesis selection", "What is the main contribution of TIED?", "Give me an overview of NITP",
 # "What problem does R2G solve?", "Summarize the SERA paper"; and whether a paper on something exists ("Is there a
@@ -61,6 +64,7 @@ _FRAME_WORDS = frozenset("paper papers work works study studies research article
 _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe)\s+)"
                         r"(?:(?i:(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?(?:paper|study|article))\b(?!s)|"
                         r"(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+\s*[?.!]?\s*$)")
+# Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
                      r"(which|what) (papers|studies|works|articles|research)\b|what work|(are there|is there) (any )?"
