@@ -24,7 +24,7 @@ from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
-from .text import MARKER, continues, expansion_of, has_quantity, names_work, split_sentences, tokens
+from .text import MARKER, continues, expansion_of, has_quantity, names_model, names_work, split_sentences, tokens
 
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
@@ -252,6 +252,9 @@ def names_asked_noun(sentence: str, cites: tuple[int, ...], blocks: list[Evidenc
     noun = intent.noun
     if not noun or noun in _NAME_NOUNS:
         return True
+    if intent.model_asked:  # "Which base model ...?": a sentence naming one ("Qwen3-8B"), not any saying "model"
+        naming = [s for b in blocks if b.n in cites for s in b.sentences if names_model(s)]
+        return not naming or names_model(sentence)
     naming = [s for b in blocks if b.n in cites for s in b.sentences if holds_noun(s, noun)]
     answered = answered_part(sentence, intent.text)
     if answered != sentence:
@@ -314,7 +317,7 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
     # A number or an expansion asked for and found, or a long first sentence: complete without a second one.
     done = (intent.wants in ("number", "expansion") and answers_asked(intent, text)) or \
         len(_WORD.findall(text)) >= knobs.complete_answer_words or \
-        (knobs.noun_completes and holds_noun(text, intent.noun))
+        (knobs.noun_completes and (names_model(text) if intent.model_asked else holds_noun(text, intent.noun)))
     # A sentence read with its continuation is two of the paper's sentences already.
     more = "" if done or follow else second_sentence(blocks, n, text, knobs)
     if intent.which and names_paper(blocks, n, knobs):

@@ -31,6 +31,7 @@ from .records import Evidence, Hit, Paper
 from .text import (
     continues,
     has_quantity,
+    names_model,
     presents_work,
     speaks_of_itself,
     speaks_of_others,
@@ -253,7 +254,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         # Whether a paper on a topic exists asks for the paper's sentence on that topic.
         focus = 0.0 if "overview" in question.asks and not question.exists else focus_weight
         sents = with_focus(question.asked, sents, focus, scorer.knobs.addressed_penalty > 0,
-                           noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost)
+                           noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost,
+                           model_asked=question.model_asked)
         if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion" and not (
                 "overview" in question.asks and speaks_of_itself(sents[0][0])):
             # An abstract's first sentence is its field's background, seldom what a question about the paper asks
@@ -308,10 +310,12 @@ _KIN = {"datas": frozenset({"bench", "corpu", "corpo"}), "bench": frozenset({"da
 
 
 def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
-               penalise_orders: bool = True, noun: str = "", noun_weight: float = 0.0) -> list[tuple[str, float]]:
+               penalise_orders: bool = True, noun: str = "", noun_weight: float = 0.0,
+               model_asked: bool = False) -> list[tuple[str, float]]:
     """Sentence scores plus `weight` times the share of the question's words each sentence holds, every word
     weighted by how few of this paper's sentences use it, plus `noun_weight` for a sentence holding the noun asked
-    for (`Question.noun`: "which datasets ...?" -> a sentence naming datasets).
+    for (`Question.noun`: "which datasets ...?" -> a sentence naming datasets; with `model_asked`, "which base
+    model ...?", a sentence naming a model: "... including Qwen, Llama, Gemma", not "a family of ... methods").
 
     Inside one paper the subject ("NITP") is in most sentences and says nothing about which one answers; the
     thing asked for ("extra training compute") is in few. e.g. for "How much extra compute does NITP add?" the
@@ -322,6 +326,7 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
     asked = {_stem(t) for t in tokens(question)}
     head = {_stem(t) for t in tokens(noun)}
     kin = _KIN.get(_stem(noun), frozenset()) if len(head) == 1 else frozenset()
+
     words = [{_stem(t) for t in tokens(s)} for s, _ in sents]
     n = len(sents)
     idf = {t: math.log(1 + n / df) for t in asked if (df := sum(t in w for w in words))}
@@ -330,7 +335,8 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
     def bonus(s: str, w: set[str]) -> float:
         if penalise_orders and addressed(s):
             return 0.0
-        noun_bonus = noun_weight if head and (head <= w or kin & w) else 0.0
+        named = names_model(s) if model_asked else head <= w or bool(kin & w)
+        noun_bonus = noun_weight if head and named else 0.0
         return weight * sum(v for t, v in idf.items() if t in w) / total + noun_bonus
 
     return [(s, score + bonus(s, w)) for (s, score), w in zip(sents, words)]

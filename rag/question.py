@@ -59,6 +59,10 @@ _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are)
                      re.IGNORECASE)
 _FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
                          "anything".split())
+# Nouns asking for a model by name (their first five letters): "which base model", "which LLMs", "which model
+# families", "which backbone"; and the phrase that asks for a kind instead ("which kind of models").
+_MODEL_NOUNS = frozenset({"model", "llm", "llms", "famil", "backb"})
+_A_KIND = re.compile(r"\b(?:kind|kinds|type|types|sort|sorts|class|classes)\s+of\b", re.IGNORECASE)
 # "Summarize the SERA paper", "Give me an overview of NITP": one paper, not a field; the object is a paper in the
 # singular or a single coined name.
 _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe)\s+)"
@@ -240,6 +244,7 @@ class Question:
     # Set by `in_corpus` for an existence question: words of its topic no abstract uses in any form.
     unmentioned: tuple[str, ...] = ()
     exists: bool = False  # asks whether a paper on something exists: "Is there a paper on ...?", "Do any papers ...?"
+    model_asked: bool = False  # asks for a model by name: "Which base model ...?" (not "which kind of models ...?")
 
     @property
     def summary(self) -> bool:
@@ -392,7 +397,8 @@ def read(question: str) -> Question:
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
                     availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)),
-                    exists=bool(_EXISTS.search(question)) and not _SECOND.search(question, 1))
+                    exists=bool(_EXISTS.search(question)) and not _SECOND.search(question, 1),
+                    model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question))
 
 
 def taken_together(question: str) -> int:

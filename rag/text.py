@@ -200,6 +200,19 @@ def states_availability(text: str) -> bool:
     return bool(_AVAILABILITY.search(text))
 
 
+# A model named, as papers name the ones they build on or compare with: a family ("Qwen", "Llama", "Devstral-Small-2",
+# "Opt-Miner-Qwen3-8B") or a size ("8B", "0.5B").
+_MODEL_NAME = re.compile(r"(?<![A-Za-z])(?:Qwen|LLaMA|Llama|Gemma|DeepSeek|Mistral|Mixtral|GPT|Claude|Gemini|Phi-?\d|"
+                         r"Devstral|Falcon|OLMo|Vicuna|Pythia|BLOOM|T5|BERT|RoBERTa|ViT|CLIP|ResNet|Whisper|"
+                         r"InternVL|LLaVA)[\w\-.]*|\b\d+(?:\.\d+)?[BM]\b")
+
+
+def names_model(text: str) -> bool:
+    """Does the text name a model ("including Qwen, Llama, Gemma", "Opt-Miner-Qwen3-8B", "models like
+    Devstral-Small-2")?"""
+    return bool(_MODEL_NAME.search(text))
+
+
 def has_quantity(text: str) -> bool:
     """Does the text state an amount? e.g. "improves FRD by 3.3%" -> True; "4D LiDAR with GPT-4" -> False."""
     return bool(_QUANTITY.search(text))

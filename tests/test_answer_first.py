@@ -821,6 +821,29 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
     assert Q.read("How much cheaper is training?").unit == ()
 
 
+def test_a_model_asked_for_by_name_is_answered_by_a_sentence_naming_one() -> None:
+    from rag.evidence import with_focus
+
+    for asked in ("Which model families did the language-model one use?", "Which base model is it built on?",
+                  "Which LLMs were used?", "What backbone does it use?"):
+        assert Q.read(asked).model_asked, asked
+    for other in ("SERA gets leading results among which kind of models?", "Which datasets does it use?"):
+        assert not Q.read(other).model_asked, other
+    q = Q.read("Which model families did the language-model one use?")
+    family = "Guided by this theory, we develop a family of hybrid supervision methods."
+    named = "Across seven teacher-student pairs (including Qwen, Llama, Gemma, and DeepSeek), our approach wins."
+    ranked = with_focus(q.asked, [(family, 1.0), (named, 1.0)], 0.0, noun=q.noun, noun_weight=1.0,
+                        model_asked=q.model_asked)
+    assert ranked[1][1] > ranked[0][1], ranked
+    # Read as any noun, "a family of" holds it and the sentence naming the models gains nothing over it.
+    plain = with_focus(q.asked, [(family, 1.0), (named, 1.0)], 0.0, noun=q.noun, noun_weight=1.0)
+    assert plain[0][1] >= plain[1][1], plain
+    kd = make_paper(f"Knowledge distillation trains a student on a teacher. {family} {named}", "k.txt", 0)
+    blocks = [block(kd)]
+    assert not compose.names_asked_noun("We develop a family of hybrid supervision methods [1].", (1,), blocks, q)
+    assert compose.names_asked_noun("Qwen, Llama, Gemma and DeepSeek [1].", (1,), blocks, q)
+
+
 def test_a_model_sentence_not_naming_the_noun_asked_for_gives_way_to_the_evidence_one() -> None:
     """"Which learnable transform ...?" is not answered by a supported model sentence that names no transform when
     the paper's own sentence does; a question asking for a name, or whose noun no evidence sentence names, keeps the
