@@ -107,6 +107,9 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
     # "How much ...?" is answered by a sentence with a number in it, however well another restates the question.
     if intent.wants in ("number", "expansion"):
         mine = [m for m in mine if answers_asked(intent, m[2])] or mine
+    # "Which base model is it built on?" likewise by a sentence naming a model ("Opt-Miner-Qwen3-8B achieves ...").
+    if intent.model_asked:
+        mine = [m for m in mine if names_model(m[2])] or mine
     model_numbers = set(numbers_in(raw))
     # The words the model's answer adds to the question point at the sentence it drew on, even when the answer
     # itself did not survive the check (its numbers count above, once).
