@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from .config import Answering
+from .evidence import reports_finding
 from .orders import addressed
 from .question import Question
 from .records import Evidence, SentenceCheck
@@ -347,8 +348,6 @@ def _opens_with(text: str, title: str) -> bool:
 def restates_finding(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
     """Does the sentence give a number, or restate (half its words) a cited sentence reporting a finding ("Empirical
     results demonstrate that SIVS achieves 87% ...")?"""
-    from .evidence import reports_finding
-
     words = _words(sentence)
     return has_quantity(MARKER.sub(" ", sentence)) or any(
         reports_finding(s) and _share(words, s) >= 0.5 for b in blocks if b.n in cites for s in b.sentences)

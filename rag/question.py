@@ -47,8 +47,6 @@ WANTS_OVERVIEW = re.compile(
     r"\b(?:main|key|core|central) (?:contributions?|ideas?|points?|takeaways?)\b|"
     r"\bwhat (?:problem|problems|question|challenge|gap) (?:does|do|did)\b[^?]{1,60}?\b(?:solve|address|tackle|"
     r"attack)\b|\b(?:in|as) (?:one|a single|a) (?:sentence|line|nutshell)\b|"
-    r"^\s*(?:please\s+)?(?:summari[sz]e|describe|explain)\s+(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?"
-    r"(?:paper|study|article)\b(?!s)|"
     r"\bis there (?:a|any|one) (?:paper|work|study|article|method)\b|"
     r"\b(?:do|does) (?:any|one) (?:of )?(?:the )?(?:papers?|abstracts?|works?)\b", re.IGNORECASE)
 # Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
@@ -65,7 +63,7 @@ _MODEL_NOUNS = frozenset({"model", "llm", "llms", "famil", "backb"})
 _A_KIND = re.compile(r"\b(?:kind|kinds|type|types|sort|sorts|class|classes)\s+of\b", re.IGNORECASE)
 # "Summarize the SERA paper", "Give me an overview of NITP": one paper, not a field; the object is a paper in the
 # singular or a single coined name.
-_ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe)\s+)"
+_ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe|explain)\s+)"
                         r"(?:(?i:(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?(?:paper|study|article))\b(?!s)|"
                         r"(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+\s*[?.!]?\s*$)")
 # Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
@@ -286,7 +284,7 @@ class Question:
 
     def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...],
                   unmentioned: tuple[str, ...] = ()) -> Question:
-        return replace(self, absent=absent, rare=rare, unmentioned=unmentioned if self.exists else ())
+        return replace(self, absent=absent, rare=rare, unmentioned=unmentioned)
 
     @property
     def topic_words(self) -> list[str]:
