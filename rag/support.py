@@ -62,6 +62,27 @@ def numbers_in(text: str) -> list[str]:
     return NUMBER.findall(search_form(MARKER.sub(" ", text)))
 
 
+# A number standing as a quantity: not inside a name ("R2G", "Qwen2.5"), a longer number ("2026", "0.25") or an
+# exponent or index ("SAH^2", "ε^(2+o(1))", "x_2").
+_NOT_QUANTITY_BEFORE = r"(?<![\w.^_])(?<!\^\()(?<!\^\{)(?<!_\{)"
+
+
+def _free(number: str) -> re.Pattern[str]:
+    return re.compile(_NOT_QUANTITY_BEFORE + re.escape(number) + r"(?!\.?\d)")
+
+
+def numbers_stated(sentence: str, text: str) -> bool:
+    """Every number of `sentence` occurs in `text` the way the sentence uses it: a quantity ("is 2", "by 7.08
+    points") only as a quantity, so "The sample complexity of RHI is 2" is not stated by "O(SAH^2 ε^(2+o(1)))";
+    a number inside a name ("R2G") wherever the text holds it."""
+    said, form = search_form(MARKER.sub(" ", sentence)), search_form(text)
+    for m in NUMBER.finditer(said):
+        quantity = _free(m.group()).match(said, m.start()) is not None
+        if not (_free(m.group()).search(form) if quantity else m.group() in form):
+            return False
+    return True
+
+
 def _stem(word: str) -> str:
     return word[:5] if len(word) >= 5 else re.sub(r"(es|s|ed)$", "", word)
 
@@ -90,8 +111,7 @@ def short_name(title: str) -> str:
 def grounded(sentence: str, paper_text: str, policy: Answering, question: str = "") -> bool:
     """Every number of the sentence occurs in the paper, and few of its words are foreign to it (and to
     `question`: a word the question holds is restated, not invented)."""
-    haystack = search_form(paper_text)
-    if not all(n in haystack for n in numbers_in(sentence)):
+    if not numbers_stated(sentence, paper_text):
         return False
     words = set(tokens(MARKER.sub(" ", sentence)))
     if not words:
@@ -116,8 +136,7 @@ def stated_in(sentence: str, paper_sentences: list[str], policy: Answering, ters
         return False
     cover = policy.support_terse_cover if terse else policy.support_stated_cover
     for s in paper_sentences:
-        form = search_form(s)
-        if not all(n in form for n in nums):
+        if not numbers_stated(sentence, s):
             continue
         have = set(tokens(s))
         if not words or len(words & have) / len(words) >= cover:

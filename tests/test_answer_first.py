@@ -41,6 +41,22 @@ def test_a_terse_correct_answer_is_supported() -> None:
     assert not wrong[0].supported
 
 
+def test_a_number_is_stated_only_where_the_evidence_uses_it_as_a_quantity() -> None:
+    rhi = make_paper("We propose a model-free algorithm, Robust Halpern Iteration (RHI). RHI achieves an ε-optimal "
+                     "robust policy with a sample complexity of O(SAH^2ε^(2+o(1))), where H is the span.", "a.txt", 2)
+    q = "What is the sample complexity of RHI?"
+    # Seen by a user: the model read the exponent as the answer, and "2" in "H^2" passed for it.
+    _, checks = checked("The sample complexity of RHI is 2 [1].", q, [block(rhi)])
+    assert not checks[0].supported
+    assert not support.grounded("The sample complexity of RHI is 2 [1].", rhi.abstract, Answering())
+    assert not support.numbers_stated("It uses 5 points.", "It gains 35 points in 2025.")
+    # A quantity the evidence gives, and a number inside a name, still are.
+    assert support.numbers_stated("SOLAR wins by 7.08 points and is 26× cheaper.", "by 7.08 points, 26x cheaper")
+    assert support.numbers_stated("R2G reshapes the manifold.", "we propose R2G (Repel-to-Grokking) Loss")
+    _, kept = checked("The sample complexity of RHI is O(SAH^2ε^(2+o(1))) [1].", q, [block(rhi)])
+    assert kept[0].supported
+
+
 def test_a_restatement_of_the_question_is_not_an_answer() -> None:
     q = "Which privacy gate do the LLM agents use?"
     _, checks = checked("The LLM agents use a privacy gate [1].", q, [block(PRIV)])
