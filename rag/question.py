@@ -205,7 +205,13 @@ _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints
                            # something else ("each model comes with a public descriptor")
                            r"\b(?:available|released|publicly|public(?=\s*(?:[?.!,;]|$|or\b|and\b))|open[- ]sourced?|"
                            r"on github|downloadable)\b|"
-                           r"\bopen[- ]source\b|\bgithub\b|\bwhere can (?:i|one|we) (?:get|find|download)\b",
+                           r"\bopen[- ]source\b|\bgithub\b|\bwhere can (?:i|one|we) (?:get|find|download)\b|"
+                           # the verb first: "Does it release code?", "Do they share their weights?" (and models or
+                           # data only when asked whether: "Which papers release a dataset?" asks for papers)
+                           r"\b(?:releas|shar|publish|open[- ]sourc)\w*\s+(?:(?:the|its|their|any|all)\s+)?"
+                           r"(?:source\s+)?(?:code|implementation|weights|checkpoints?)\b|"
+                           r"^\s*(?:does|do|did|will|is|are|has|have)\b[^?]*\b(?:releas|shar|publish|open[- ]sourc)"
+                           r"\w*\s+(?:(?:the|its|their|any|all)\s+)?(?:\w+\s+)?(?:models?|data(?:sets?)?|benchmarks?)\b",
                            re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
                       r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",

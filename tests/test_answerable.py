@@ -52,6 +52,11 @@ def test_whether_code_is_available_needs_a_link_or_a_statement() -> None:
     assert not read("What does the paper on privacy leakage in model-reuse marketplaces, where each uploaded model "
                     "comes with a public descriptor, propose?").availability
     assert read("Is the code public?").availability and read("Are the model weights public or not?").availability
+    # The verb first, as users ask it; releasing a dataset is a contribution a listing asks about, not availability.
+    assert read("Does it release code?").availability and read("Did SERA release its trained models?").availability
+    assert read("Do they share their weights?").availability
+    assert not read("Which papers release a new dataset?").availability
+    assert not read("How does the paper share parameters across layers?").availability
     assert "nothing about code" in (unanswerable_reason(asked, [PRIV]) or "")
     linked = make_paper("We propose NITP. Our implementation is available at https://github.com/a/NITP.", "n.txt", 0)
     promised = make_paper("We propose SOLAR, a retrieval model. Code will be available upon publication.", "s.txt", 0)
