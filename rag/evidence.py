@@ -32,6 +32,7 @@ from .text import (
     continues,
     has_quantity,
     names_model,
+    points_back,
     presents_work,
     speaks_of_itself,
     speaks_of_others,
@@ -441,12 +442,14 @@ def says_what_it_does(sents: list[tuple[str, float]], usable: list[int], paper: 
     would say nothing of what the paper does: then its best sentence presenting its work instead ("... we propose
     the Opt-Miner framework, where the agent learns ..."), else its best about its own work ("Our approach is
     grounded in ..."); not one whose words the title mostly shows already. The same when the best sentence is the
-    paper's account of earlier work ("However, current methods for building assistive agents ..."). An opening in
+    paper's account of earlier work ("However, current methods for building assistive agents ..."), and one whose
+    subject only the sentence before names ("Instead, it comes from ...", "This design creates ..."). An opening in
     which the paper speaks of itself ("We study the problem of private hypothesis selection ...") stays."""
     if not usable:
         return None
     i = max(usable, key=lambda j: sents[j][1])
-    background = (i == 0 and not speaks_of_itself(sents[0][0])) or speaks_of_others(sents[i][0])
+    background = (i == 0 and not speaks_of_itself(sents[0][0])) or speaks_of_others(sents[i][0]) or points_back(
+        sents[i][0])
     if not background:
         return i
     title = set() if paper.title_is_opening else set(tokens(paper.title))
@@ -456,7 +459,7 @@ def says_what_it_does(sents: list[tuple[str, float]], usable: list[int], paper: 
         return j > 0 and bool(words) and len(words & title) / len(words) < 0.5
 
     for says in (presents_work, speaks_of_itself):
-        work = [j for j in usable if new(j) and says(sents[j][0])]
+        work = [j for j in usable if new(j) and says(sents[j][0]) and not points_back(sents[j][0])]
         if work:
             return max(work, key=lambda j: sents[j][1])
     return i

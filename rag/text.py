@@ -123,6 +123,20 @@ def continues(sentence: str) -> bool:
     return bool(_CONTINUES.match(sentence.lstrip()))
 
 
+# A subject that only the sentence before names: "Instead, it comes from ...", "This design creates ...", "These results
+# allow ..." (not "This paper / work / study ...", which names the paper).
+_POINTS_BACK = re.compile(r"^(?:(?:instead|thus|therefore|hence|consequently|as a result|in turn|moreover|"
+                          r"furthermore|in addition|additionally|importantly|crucially|however),?\s+)?"
+                          r"(?:it|they|this|these|that|those|such)\b(?!\s+(?:paper|work|study|article|thesis)\b)",
+                          re.IGNORECASE)
+
+
+def points_back(sentence: str) -> bool:
+    """Is the sentence's subject something only the sentence before it names ("Instead, it comes from reduced exposure
+    bias", "This design creates a privacy surface")? Alone, as a summary line, it says nothing of what it is about."""
+    return bool(_POINTS_BACK.match(sentence.lstrip()))
+
+
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences; keeps abbreviations such as "e.g." and decimals such as "9.7" intact, and splits
     "robustness.This" in two. A line break after a sentence end, and a CJK full stop ("。"), end a sentence whatever

@@ -440,6 +440,23 @@ def test_a_summary_line_about_earlier_work_shows_the_papers_own_instead() -> Non
     assert says_what_it_does(sents, [0, 1, 2], sera) == 1
 
 
+def test_a_summary_line_whose_subject_only_the_sentence_before_names_shows_the_papers_work() -> None:
+    from rag.evidence import says_what_it_does
+    from rag.text import points_back
+
+    # Seen listing "efficiency of LLM inference": "- Instead, it comes from reduced exposure bias ... [3]." names
+    # nothing it is about.
+    kd = make_paper("Knowledge distillation transfers knowledge from a teacher to a student. We find that mixing "
+                    "hard and soft labels yields better results. Instead, it comes from reduced exposure bias between "
+                    "training and inference. We develop hybrid supervision methods that balance hard and soft labels.",
+                    "k.txt", 0)
+    sents = [(s, score) for s, score in zip(split_sentences(kd.abstract), (0.5, 0.6, 0.9, 0.7))]
+    assert says_what_it_does(sents, [0, 1, 2, 3], kd) == 3
+    assert points_back("This design creates a privacy surface.") and points_back("Such transformations arise widely.")
+    assert not points_back("This paper proposes SOLAR.") and not points_back("Its code is public and we study X.")
+    assert not points_back("Thereby we propose X.") and not points_back("Items are ranked.")
+
+
 def test_the_noun_asked_for_and_the_words_that_only_name_an_earlier_paper() -> None:
     from rag.evidence import with_focus
 
