@@ -346,7 +346,9 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
 # A summary question's frame, dropped before its topic is read: "Which papers are about <topic>?"
 _FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|studies|articles|research)\s+"
                     r"(?:are\s+|is\s+)?(?:there\s+)?|summari[sz]e\s+(?:the\s+)?(?:work|papers|research)?\s*|"
-                    r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+)",
+                    r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+|"
+                    r"how\s+many\s+(?:of\s+the\s+)?(?:papers|works?|studies|articles|abstracts)\s+(?:are\s+|is\s+)?"
+                    r"(?:there\s+)?)",
                     re.IGNORECASE)
 _GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
                      "analyses propose proposes deal deals address addresses tackle summarize summarise overview "

@@ -318,6 +318,7 @@ class Assistant:
         question, notice = A.truncate_question(question)
         notices = [notice] if notice else []
         more: list[Evidence] = []  # a summary's papers on the topic past those it lists
+        saturated = False  # every paper a summary judged was on its topic: there may be more
         history = _turns(history)
         with self.compute:
             q = self._read(question, history)
@@ -345,7 +346,8 @@ class Assistant:
                 blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer,
                                          lexical.idf if lexical is not None else (lambda words: {}),
                                          ans)
-                if len(retrieved.hits) >= ans.summary_candidates and len(blocks) == len(retrieved.hits):
+                saturated = len(retrieved.hits) >= ans.summary_candidates and len(blocks) == len(retrieved.hits)
+                if saturated:
                     notices.append(f"all {len(blocks)} papers judged were on this topic, so more may be: the Search "
                                    "tab ranks every paper, or ask about a narrower topic")
                 blocks, more = blocks[:ans.summary_max_papers], blocks[ans.summary_max_papers:]
@@ -395,6 +397,9 @@ class Assistant:
                 notices.append(f"no abstract mentions {missing}: these are the closest papers")
             else:
                 text = f"No abstract mentions {missing}; the closest: {text}"
+        if "count" in q.asks and listing and not abstained:  # "How many papers are about RL?"
+            n = len(budget.blocks) + len(more)
+            text = f"{'At least ' if saturated else ''}{n} {'paper' if n == 1 else 'papers'} on this topic:\n{text}"
         if budget.dropped_blocks and not listing:
             notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")
         if more:

@@ -69,8 +69,11 @@ _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an 
 # Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
+                     r"how many (of the )?(papers|studies|works|articles|abstracts)\b|"
                      r"(which|what) (papers|studies|works|articles|research)\b|what work|(are there|is there) (any )?"
                      r"(papers|work|research) (on|about)|papers (on|about))", re.IGNORECASE)
+# "How many papers are about RL?": a listing that opens with its count.
+COUNT = re.compile(r"\bhow many (?:of the )?(?:papers|studies|works|articles|abstracts)\b", re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
 WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)",
                    re.IGNORECASE)
@@ -214,6 +217,7 @@ _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints
                            r"\w*\s+(?:(?:the|its|their|any|all)\s+)?(?:\w+\s+)?(?:models?|data(?:sets?)?|benchmarks?)\b",
                            re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
+                      r"who (?:proposed|introduced|developed|created|invented|designed|is behind|are behind)\b|"
                       r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
                       re.IGNORECASE)
 
@@ -376,6 +380,8 @@ def read(question: str) -> Question:
             if (pattern.search(question) or (k == "overview" and _ONE_PAPER.search(question)))
             # A second question asks something narrower: "is there a paper that ..., and what is its dataset?"
             and not (k == "overview" and (kind == "summary" or _SECOND.search(question, 1)))]
+    if kind == "summary" and COUNT.search(question):  # the number asked for is the listing's length
+        asks = ["count"] + [k for k in asks if k != "number"]
     quantity = _QUANTITY.search(question)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()

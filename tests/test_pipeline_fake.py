@@ -217,3 +217,23 @@ def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_th
     ans = a.ask("Is there a paper on persistent backdoor attacks in class-incremental learning?")
     assert not ans.abstained and not ans.text.startswith("No abstract mentions"), ans.text
     assert "backdoor" in ans.text.lower()
+
+
+def test_how_many_papers_is_a_listing_that_opens_with_its_count(built) -> None:  # type: ignore[no-untyped-def]
+    from rag.question import read
+
+    counted = read("How many papers are about reinforcement learning?")
+    assert counted.kind == "summary" and counted.wants == "count"
+    assert read("How many GPUs does SERA need?").wants == "number"  # a quantity in one paper
+    s, emb, _ = built
+    gen = ScriptedGenerator(["ok"])
+    a = Assistant(s, embedder=emb, generator=gen)
+    ans = a.ask("How many papers study privacy leakage?")
+    head, _, listing = ans.text.partition("\n")
+    lines = [x for x in listing.splitlines() if x.startswith("- ")]
+    # Seen answered from one paper's "for any ρ > 0 ..." sentence: the count is of the papers listed (and paged).
+    assert head == f"{len(lines) + len(ans.more)} papers on this topic:", ans.text
+    assert len(lines) >= 2 and PRIVGATE in {c.paper.paper_id for c in ans.citations}
+    # Who wrote a paper is not in an abstract: said, not guessed.
+    who = a.ask("Who proposed PrivGate?")
+    assert who.abstained and "no author" in " ".join(who.notices)
