@@ -8,13 +8,15 @@ question points back at papers already cited ("and its gains?").
 
 Retrieval also finds the paper a near-miss question is about ("How many milliseconds of latency does PrivGate
 add?" finds PrivGate), so a similarity threshold cannot tell it from an answerable one. What gives it away is that
-the thing asked for is not in the paper at all. Three checks, all about the evidence papers, never the whole corpus:
+the thing asked for is not in the paper at all. Four checks, all about the evidence papers, never the whole corpus:
 
 - a quantity question names its unit ("how many GPUs", "how much wall-clock speedup"): when none of the unit's
   words occurs in any evidence paper, no number there can be the answer;
 - a question about who wrote a paper (authors, affiliations) when the records carry no author list;
 - a question whether code, data or weights are available ("Is the code available?") when no evidence paper links
-  any or says so: "yes" or "no" would be a guess.
+  any or says so: "yes" or "no" would be a guess;
+- a question for a paper's own limitations ("What are the limitations of SERA?") when no evidence paper admits any
+  ("limited to", "cannot", "at the cost of"): its results pasted instead would not answer it.
 
 All are deliberately narrow (eval/QA.md): a wrong abstention hides an answer the user could have had, and
 questions describe what they ask for in their own words ("which surface", "what property").
@@ -24,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .evidence import states_cause
 from .question import Question
 from .records import Hit, Paper
-from .text import states_availability, tokens
+from .text import speaks_of_itself, split_sentences, states_availability, states_limitation, tokens
 
 
 def gate(question: Question, hits: Sequence[Hit], min_similarity: float) -> str | None:
@@ -55,6 +58,24 @@ def _mentions(term: str, words: set[str]) -> bool:
     return any(w.startswith(stem) for w in words)
 
 
+_LIMIT_WORDS = frozenset("limitation limitations weakness weaknesses drawback drawbacks shortcoming shortcomings "
+                         "downside downsides caveat caveats".split())
+
+
+def _admits_limit(question: Question, paper: Paper) -> bool:
+    """Does the paper state a limit of its own work ("our analysis is limited to ..."), or a difficulty of the very
+    thing the question names beyond the paper's title ("What is the downside of uniformly permuting the input for
+    RandomShuffle?" -> "RandomShuffle requires a random permutation ..., which is known to have high I/O complexity
+    due to ...")?"""
+    named = set(tokens(question.text)) - _LIMIT_WORDS - set(tokens(paper.title))
+    for s in split_sentences(paper.abstract):
+        if states_limitation(s) and speaks_of_itself(s):
+            return True
+        if (states_limitation(s) or states_cause(s)) and named & set(tokens(s)):
+            return True
+    return False
+
+
 def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | None:
     """Why these papers cannot answer the question, or None when they may.
 
@@ -67,6 +88,8 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
         return "these records carry no author or affiliation information (only the abstracts)"
     if question.availability and not any(p.has_code or states_availability(p.abstract) for p in papers):
         return "the abstracts found say nothing about code, data or weights being available"
+    if question.limitations and not any(_admits_limit(question, p) for p in papers):
+        return "the abstracts found state no limitation of their own work"
     if question.unit:
         words = {w for p in papers for w in tokens(p.title + " " + p.abstract)}
         if not any(_mentions(t, words) for t in question.unit):

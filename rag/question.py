@@ -14,7 +14,8 @@ of matching the question's text again each on their own.
   the first; exists: it asks whether a paper on something exists ("Is there a paper on ...?", "Do any of the
   papers ...?");
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
-  availability: it asks whether code, data or weights are available;
+  availability: it asks whether code, data or weights are available; limitations: it asks for the paper's own
+  limitations ("What are the limitations of SERA?", not "What limitation of earlier methods does it address?");
 - refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one"), or names
   nothing of its own ("By how much?", "On which benchmark?": `elliptical`); selects: it asks which of the earlier
   papers ("Which of them is about graphs?"); new_subject: it asks for a paper of its own ("is there a paper that
@@ -216,6 +217,13 @@ _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints
                            r"^\s*(?:does|do|did|will|is|are|has|have)\b[^?]*\b(?:releas|shar|publish|open[- ]sourc)"
                            r"\w*\s+(?:(?:the|its|their|any|all)\s+)?(?:\w+\s+)?(?:models?|data(?:sets?)?|benchmarks?)\b",
                            re.IGNORECASE)
+# The paper's own weaknesses asked for; not those of earlier work it addresses ("What limitation of existing
+# methods motivates NDA?", "which drawback does it fix?").
+_LIMITATIONS = re.compile(r"\b(?:limitations?|weakness(?:es)?|drawbacks?|shortcomings?|downsides?|caveats?)\b",
+                          re.IGNORECASE)
+_OTHERS_LIMITS = re.compile(r"\b(?:address|overcome|target|tackle|fix|solve|mitigat|motivat|remed|alleviat|resolv|"
+                            r"avoid|handl|remov|eliminat)\w*|\b(?:earlier|existing|prior|previous|current|other|"
+                            r"conventional|traditional|baselines?|standard)\b", re.IGNORECASE)
 _AUTHORS = re.compile(r"\b(who (?:are|were|is|was) the authors?|who (?:wrote|authored|published)|authors? of|"
                       r"who (?:proposed|introduced|developed|created|invented|designed|is behind|are behind)\b|"
                       r"(?:written|authored) by|affiliat\w*|which (?:university|universities|institution|lab|company))",
@@ -243,6 +251,7 @@ class Question:
     selects: bool = False  # asks which of the earlier papers: "Which of them is about graphs?"
     availability: bool = False  # asks whether code, data or weights are available: "Is the code available?"
     compares: bool = False  # sets papers side by side: "How does it differ from NAEViT?"
+    limitations: bool = False  # asks for the paper's own limitations: "What are the limitations of SERA?"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -407,6 +416,7 @@ def read(question: str) -> Question:
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
                     availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)),
+                    limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
                     exists=bool(_EXISTS.search(question)) and not _SECOND.search(question, 1),
                     model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question))
 

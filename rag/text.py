@@ -209,6 +209,19 @@ _AVAILABILITY = re.compile(r"\b(?:code|implementation|data(?:sets?)?|models?|wei
                            r"open-sourced)|https?://|\bgithub\b", re.IGNORECASE)
 
 
+# A limit stated: "our analysis is limited to linear models", "our method cannot handle ...", "remains an open
+# question", "at the cost of ...", "we leave ... to future work" (of the paper's own work when it speaks of itself).
+_OWN_LIMIT = re.compile(r"\b(?:limitations?|limited to|drawbacks?|weakness(?:es)?|shortcomings?|caveats?|cannot|"
+                        r"can ?not|fails? to|does not (?:apply|scale|handle|hold|generalize)|remains? (?:an? )?"
+                        r"(?:open|challenging|unclear)|at the (?:cost|expense) of|future work)\b",
+                        re.IGNORECASE)
+
+
+def states_limitation(text: str) -> bool:
+    """Does the text admit a limit of the work it speaks of ("limited to linear models", "at the cost of ...")?"""
+    return bool(_OWN_LIMIT.search(text))
+
+
 def states_availability(text: str) -> bool:
     """Does the text say where (or that) code, data or models can be had? e.g. "Code is available at https://..."."""
     return bool(_AVAILABILITY.search(text))

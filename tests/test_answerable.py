@@ -64,6 +64,28 @@ def test_whether_code_is_available_needs_a_link_or_a_statement() -> None:
     assert unanswerable_reason(read("What does PrivGate gate?"), [PRIV]) is None  # not asked: no judgement
 
 
+def test_a_papers_own_limitations_need_an_abstract_that_admits_one() -> None:
+    # Seen: "What are the limitations of SERA?" answered with its 26x-cheaper result.
+    asked = read("What are the limitations of PrivGate?")
+    assert asked.limitations and read("What about its drawbacks?").limitations
+    assert "no limitation" in (unanswerable_reason(asked, [PRIV]) or "")
+    admits = make_paper("We propose LinProbe, a probe for attention heads. Our analysis is limited to linear models, "
+                        "and we leave deeper ones to future work.", "l.txt", 0)
+    assert unanswerable_reason(read("What are the limitations of LinProbe?"), [admits]) is None
+    # Earlier work's limitations, which a paper states to motivate itself, are answerable as before.
+    for q in ("What limitation of earlier methods does FoundObj target?", "Which drawback does TIED fix?"):
+        assert not read(q).limitations, q
+    # A background sentence naming a limitation is not the paper admitting one.
+    background = make_paper("This limitation weakens coherence in LiDAR generation. We propose a 4D generator.",
+                            "g.txt", 1)
+    assert unanswerable_reason(read("What are the weaknesses of the 4D generator?"), [background])
+    # The downside of something the paper names beyond its title is its stated difficulty (a dev question).
+    shuffle = make_paper("Shuffling data for SGD is costly. However, RandomShuffle requires a full permutation, which "
+                         "has high I/O complexity due to data movement. We propose a linear-I/O shuffle.", "r.txt", 2)
+    downside = read("What is the downside of uniformly permuting the input for RandomShuffle?")
+    assert downside.limitations and unanswerable_reason(downside, [shuffle]) is None
+
+
 def test_pipeline_abstains_with_the_reason_and_never_calls_the_model(tmp_path: Path) -> None:
     s = make_settings(tmp_path / "data")
     emb = HashEmbedder()
