@@ -25,7 +25,17 @@ from .question import Question
 from .records import Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
-from .text import MARKER, continues, expansion_of, has_quantity, names_model, names_work, split_sentences, tokens
+from .text import (
+    MARKER,
+    chosen,
+    continues,
+    expansion_of,
+    has_quantity,
+    names_model,
+    names_work,
+    split_sentences,
+    tokens,
+)
 
 _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
@@ -54,6 +64,14 @@ def _cite(text: str, n: int) -> str:
 
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
+
+
+def with_choice(text: str, choices: tuple[str, ...]) -> str:
+    """An either/or question's answer opening with the alternative its first sentence names, when it names one only:
+    ("We propose a model-free algorithm, RHI [1].", ("model-based", "model-free")) -> "Model-free: We propose ..."."""
+    first = split_sentences(text)[:1]
+    named = chosen(choices, first[0]) if first else []
+    return f"{_capital(named[0])}: {text}" if len(named) == 1 else text
 
 
 def clause(sentence: str, intent: Question, prefer: frozenset[str] | set[str] = frozenset(),

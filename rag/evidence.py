@@ -29,6 +29,7 @@ from .embed import Embedder
 from .orders import ADDRESSED, addressed
 from .records import Evidence, Hit, Paper
 from .text import (
+    chosen,
     continues,
     has_quantity,
     names_model,
@@ -197,6 +198,8 @@ class SentenceScorer:
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
                 score = (float(sim) + self.knobs.lexical_weight * overlap
                          + answer_type_boost(question.asks, s, self.knobs.answer_type_boost))
+                if question.choices and chosen(question.choices, s):  # names an alternative asked between
+                    score += self.knobs.answer_type_boost
                 scored.append((s, score - self.knobs.addressed_penalty if ADDRESSED.search(s) else score))
             out[pid] = scored
         return out

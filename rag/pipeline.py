@@ -397,6 +397,8 @@ class Assistant:
                 notices.append(f"no abstract mentions {missing}: these are the closest papers")
             else:
                 text = f"No abstract mentions {missing}; the closest: {text}"
+        if q.choices and not abstained and not listing:  # "Is RHI model-based or model-free?"
+            text = compose.with_choice(text, q.choices)
         if "count" in q.asks and listing and not abstained:  # "How many papers are about RL?"
             n = len(budget.blocks) + len(more)
             text = f"{'At least ' if saturated else ''}{n} {'paper' if n == 1 else 'papers'} on this topic:\n{text}"

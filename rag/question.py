@@ -116,6 +116,24 @@ WANTS_FINDING = re.compile(r"\bwhat (?:did|does|do|have|has)\b(?:\s+[\w\-']+){0,
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
                               r"baselines?)\b", re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)
+# An either/or question: "Is RHI model-based or model-free?", "Does it use hard labels or soft labels?" (the
+# alternatives end the question; "or not", "or both" offer no second alternative to name).
+_CHOICE = re.compile(r"^\s*(?:does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b.*?"
+                     r"((?:[\w\-]+\s+){0,3}[\w\-]+)\s*,?\s+or\s+(?!not\b|both\b|neither\b|either\b|none\b)"
+                     r"((?:[\w\-]+\s+){0,3}[\w\-]+)\s*[?.!]?\s*$", re.IGNORECASE)
+
+
+def choices_in(question: str) -> tuple[str, ...]:
+    """The two alternatives an either/or question offers, the first cut to the second's length: "Is RHI model-based
+    or model-free?" -> ("model-based", "model-free"); () for any other question."""
+    m = _CHOICE.match(question)
+    if not m:
+        return ()
+    second = m.group(2).split()
+    first = m.group(1).split()[-len(second):]
+    return (" ".join(first), " ".join(second))
+
+
 # "the two" as papers: "the two (papers)" before a verb or the end, not "the two kinds of experiments".
 _THE_N = (r"the (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|models))?(?=\s*[?.,;]|\s+(?:differ|"
           r"compare|have|has|share|use|do|does|did|are|were|is|agree|relate|overlap|handle|address|achieve|report|"
@@ -252,6 +270,7 @@ class Question:
     availability: bool = False  # asks whether code, data or weights are available: "Is the code available?"
     compares: bool = False  # sets papers side by side: "How does it differ from NAEViT?"
     limitations: bool = False  # asks for the paper's own limitations: "What are the limitations of SERA?"
+    choices: tuple[str, ...] = ()  # the alternatives an either/or question offers (`choices_in`)
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -417,6 +436,7 @@ def read(question: str) -> Question:
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
                     availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)),
                     limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
+                    choices=choices_in(question) if kind != "summary" and not _EXISTS.search(question) else (),
                     exists=bool(_EXISTS.search(question)) and not _SECOND.search(question, 1),
                     model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question))
 

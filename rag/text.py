@@ -131,6 +131,21 @@ _POINTS_BACK = re.compile(r"^(?:(?:instead|thus|therefore|hence|consequently|as 
                           re.IGNORECASE)
 
 
+def chosen(choices: tuple[str, ...], sentence: str) -> list[str]:
+    """The alternatives of an either/or question the sentence names, each by the words it does not share with the
+    others: chosen(("model-based", "model-free"), "we propose a model-free algorithm") -> ["model-free"]."""
+    words = [set(tokens(c)) for c in choices]
+    have = set(tokens(sentence))
+    out = []
+    for c, own in zip(choices, words):
+        distinct = own - set().union(*(w for w in words if w is not own))
+        # a word by its first five letters ("image" ~ "images"), a compound ("model-free") only whole
+        if distinct and all(any(h == d or ("-" not in d + h and len(d) >= 5 and h.startswith(d[:5])) for h in have)
+                            for d in distinct):
+            out.append(c)
+    return out
+
+
 def points_back(sentence: str) -> bool:
     """Is the sentence's subject something only the sentence before it names ("Instead, it comes from reduced exposure
     bias", "This design creates a privacy surface")? Alone, as a summary line, it says nothing of what it is about."""

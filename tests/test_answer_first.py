@@ -1151,3 +1151,27 @@ def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
     _, whole = checked("PrivGate achieves a 62.6% reduction in privacy leakage [1].",
                        "How much does PrivGate cut leakage?", [block(PRIV)])
     assert whole[0].supported
+
+
+def test_an_either_or_question_is_answered_with_the_alternative_the_evidence_names() -> None:
+    from rag.text import chosen
+
+    q = Q.read("Is RHI model-based or model-free?")
+    assert q.choices == ("model-based", "model-free")
+    assert Q.read("Does it use hard labels or soft labels?").choices == ("hard labels", "soft labels")
+    for other in ("Is the code public or not?", "Is there a paper on diffusion or LiDAR?",
+                  "Which papers use diffusion models or LiDAR?", "Does it use hard labels, soft labels, or both?"):
+        assert Q.read(other).choices == (), other
+    # A compound is named only whole: "model-free" does not name "model-based".
+    assert chosen(q.choices, "We propose a model-free algorithm, RHI.") == ["model-free"]
+    assert chosen(("images", "text"), "It is evaluated on image benchmarks.") == ["images"]
+    # Seen: the answer gave "We propose a model-free algorithm ..." and left the user to find the word.
+    # The sentence naming an alternative outranks one sharing more of the question's words.
+    rhi = make_paper("Robust RL under the average-reward criterion matters. Is RHI based on a free model? "
+                     "The algorithm is model-free.", "r.txt", 0)
+    emb = HashEmbedder()
+    b = select_evidence(q, emb.embed([q.scored])[0], [Hit(rhi, 1.0)], SentenceScorer(emb), 1, 1, 1.0)[0]
+    assert b.sentences == ("The algorithm is model-free.",)
+    text = f"{b.sentences[0]} [1]."
+    assert compose.with_choice(text, q.choices) == f"Model-free: {text}"
+    assert compose.with_choice("Both settings are studied [1].", q.choices) == "Both settings are studied [1]."
