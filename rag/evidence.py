@@ -40,6 +40,7 @@ from .text import (
     split_sentences,
     states_availability,
     tokens,
+    with_acronyms,
 )
 
 
@@ -327,11 +328,12 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
     """
     if not (weight or noun_weight) or not sents:
         return sents
-    asked = {_stem(t) for t in tokens(question)}
+    written = [set(tokens(s)) for s, _ in sents]
+    asked = {_stem(t) for t in with_acronyms(set(tokens(question)), set().union(*written))}
     head = {_stem(t) for t in tokens(noun)}
     kin = _KIN.get(_stem(noun), frozenset()) if len(head) == 1 else frozenset()
 
-    words = [{_stem(t) for t in tokens(s)} for s, _ in sents]
+    words = [{_stem(t) for t in w} for w in written]
     n = len(sents)
     idf = {t: math.log(1 + n / df) for t in asked if (df := sum(t in w for w in words))}
     total = sum(idf.values()) or 1.0

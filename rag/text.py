@@ -131,6 +131,33 @@ _POINTS_BACK = re.compile(r"^(?:(?:instead|thus|therefore|hence|consequently|as 
                           re.IGNORECASE)
 
 
+# The field's acronyms, which an abstract may use without spelling out, or spell out without using: "Is FoundObj's
+# agent trained with RL?" is answered by "... through reinforcement learning".
+_FIELD_ACRONYMS = {
+    "rl": ("reinforcement", "learning"), "llm": ("large", "language", "model"),
+    "llms": ("large", "language", "models"), "gnn": ("graph", "neural", "network"),
+    "gnns": ("graph", "neural", "networks"), "kd": ("knowledge", "distillation"),
+    "sft": ("supervised", "fine-tuning"), "vlm": ("vision-language", "model"),
+    "vlms": ("vision-language", "models"), "mllm": ("multimodal", "large", "language", "model"),
+    "mllms": ("multimodal", "large", "language", "models"), "dp": ("differential", "privacy"),
+    "sgd": ("stochastic", "gradient", "descent"), "moe": ("mixture", "experts"),
+    "rag": ("retrieval-augmented", "generation"), "nlp": ("natural", "language", "processing"),
+}
+
+
+def with_acronyms(words: set[str], text_words: set[str]) -> set[str]:
+    """A question's lexical tokens with the field's acronyms in the form a text uses and the question does not:
+    {"rl"} gains "reinforcement" and "learning" for a text spelling it out without "RL", and {"reinforcement",
+    "learning"} gains "rl" for one writing only "RL"; a text using the question's own form gains nothing."""
+    out = set(words)
+    for short, long in _FIELD_ACRONYMS.items():
+        if short in words and short not in text_words and all(w in text_words for w in long):
+            out.update(long)
+        elif all(w in words for w in long) and short in text_words and not all(w in text_words for w in long):
+            out.add(short)
+    return out
+
+
 def chosen(choices: tuple[str, ...], sentence: str) -> list[str]:
     """The alternatives of an either/or question the sentence names, each by the words it does not share with the
     others: chosen(("model-based", "model-free"), "we propose a model-free algorithm") -> ["model-free"]."""

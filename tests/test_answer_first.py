@@ -1175,3 +1175,19 @@ def test_an_either_or_question_is_answered_with_the_alternative_the_evidence_nam
     text = f"{b.sentences[0]} [1]."
     assert compose.with_choice(text, q.choices) == f"Model-free: {text}"
     assert compose.with_choice("Both settings are studied [1].", q.choices) == "Both settings are studied [1]."
+
+
+def test_a_fields_acronym_finds_the_sentence_spelling_it_out_inside_the_paper() -> None:
+    from rag.evidence import with_focus
+    from rag.text import with_acronyms
+
+    # Seen on a blind dev question: "Is FoundObj's object discovery agent trained with RL?" answered by the sentence
+    # presenting FoundObj, not by the one saying "... through reinforcement learning".
+    sents = [("We present FoundObj, an agent that merges superpoints.", 1.0),
+             ("Reward modules train the agent through reinforcement learning.", 0.95)]
+    ranked = with_focus("Is FoundObj's object discovery agent trained with RL?", sents, 1.0)
+    assert max(ranked, key=lambda x: x[1])[0].startswith("Reward modules")
+    # Only the form the text uses and the question lacks is added: a paper writing "GNNs" gains nothing.
+    assert with_acronyms({"rl"}, {"reinforcement", "learning"}) >= {"reinforcement", "learning"}
+    assert with_acronyms({"gnns", "attacks"}, {"gnns", "graph", "neural", "networks"}) == {"gnns", "attacks"}
+    assert "rl" in with_acronyms({"reinforcement", "learning"}, {"rl", "agents"})
