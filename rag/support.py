@@ -167,6 +167,11 @@ _DENIES = re.compile(r"\b(?:there (?:is|are|was|were) no|no|not any|none of the)
                      r"described|given)\b", re.IGNORECASE)
 
 
+# "No, no.", "Yes [1].", "No, the answer is no.": a polarity and nothing the evidence could confirm (the default model
+# answered "No" to every yes/no question of a blind batch, half of them wrongly).
+_BARE_POLARITY = re.compile(r"^\W*(?:yes|no)\b(?:\W*(?:yes|no|not|the|answer|is|it|does|do)\b)*\W*$", re.IGNORECASE)
+
+
 def denies_sources(sentence: str, cited_text: str = "") -> bool:
     """Does the sentence say that no paper or statement on the subject exists ("No, there is no paper on ...")? Not
     when the cited text says so itself ("we find no evidence of ...")."""
@@ -238,6 +243,8 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             note = "not stated by the cited source" if support else "a number or words the sources do not give"
         elif denies_sources(p, " ".join(by_n[n].hit.paper.abstract for n in ok)):
             ok, note = [], "says the sources do not hold what it cites them for"
+        elif _BARE_POLARITY.match(p):
+            ok, note = [], "a bare yes or no, which no source states"
         elif restates(p, question):
             ok, note = [], "restates the question"
         elif unfinished(p):

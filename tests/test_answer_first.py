@@ -57,6 +57,17 @@ def test_a_number_is_stated_only_where_the_evidence_uses_it_as_a_quantity() -> N
     assert kept[0].supported
 
 
+def test_a_bare_yes_or_no_is_not_supported_by_any_source() -> None:
+    # Seen on a blind dev question: "Does PrivGate require fine-tuning the base LLM?" -> "No, no [1]." first, the
+    # default model having answered "No" to every yes/no question, half of them wrongly.
+    q = "Does PrivGate need fine-tuning?"
+    for bare in ("No, no [1].", "Yes [1].", "No, the answer is no [1]."):
+        _, checks = checked(bare, q, [block(PRIV)])
+        assert not checks[0].supported and "yes or no" in checks[0].note, bare
+    _, said = checked("No, PrivGate achieves a 62.6% reduction in privacy leakage [1].", q, [block(PRIV)])
+    assert said[0].supported
+
+
 def test_a_restatement_of_the_question_is_not_an_answer() -> None:
     q = "Which privacy gate do the LLM agents use?"
     _, checks = checked("The LLM agents use a privacy gate [1].", q, [block(PRIV)])
