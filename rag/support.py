@@ -211,6 +211,12 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
         cited = [n for n in markers_in(s) if n in by_n]
         if CANNOT_ANSWER.lower().rstrip(".") in p.lower():
             continue
+        if _BARE_POLARITY.match(p):
+            checks.append(SentenceCheck(sentence=MARKER.sub("", s).strip(), cites=tuple(markers_in(s)),
+                                        supported=False, similarity=0.0,
+                                        note="a bare yes or no, which no source states"))
+            out.append(s)
+            continue
         support: dict[int, float] = {}
         for n, b in by_n.items():
             sents, svecs = paper_sentences.get(b.hit.paper.paper_id, ([], np.zeros((0, len(v)))))
@@ -243,8 +249,6 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             note = "not stated by the cited source" if support else "a number or words the sources do not give"
         elif denies_sources(p, " ".join(by_n[n].hit.paper.abstract for n in ok)):
             ok, note = [], "says the sources do not hold what it cites them for"
-        elif _BARE_POLARITY.match(p):
-            ok, note = [], "a bare yes or no, which no source states"
         elif restates(p, question):
             ok, note = [], "restates the question"
         elif unfinished(p):
