@@ -201,6 +201,10 @@ _STOP = (f"(?:{_AUX_WORDS}|in|of|for|on|to|at|by|from|with|that|which|who|when|w
          r"reported|achieved|than|it|they|their)")
 _QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?:\s+|(?=[?.,;:]|$))){1,4}?)"
                        r"(?=" + _STOP + r"\b|[?.,;:]|$)", re.IGNORECASE)
+# A duration asked for ("how long does it take to train X?"), which an abstract states in hours, days or minutes.
+_DURATION = re.compile(r"\bhow long (?:does|did|do|will|would|should)\b[^?]*?\b(?:take|takes|train|run|last)\b",
+                       re.IGNORECASE)
+_DURATION_UNITS = ("hours", "days", "minutes", "wall-clock", "runtime", "gpu-hours")
 # Words that say "more/less of something" rather than naming the unit.
 _NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower extra additional overall total "
                       "absolute relative average better worse quick small large fast slow big little cheaper costlier "
@@ -413,6 +417,8 @@ def read(question: str) -> Question:
     quantity = _QUANTITY.search(question)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()
+    if not unit and _DURATION.search(question):
+        unit = _DURATION_UNITS
     described = bool(_DESCRIBED.search(question)) or selects
     m = _ASKED_NOUN.search(question)
     # "Which paper proposes SOLAR?" asks for a paper, "What does SOLAR stand for?" for no noun: the phrase opens with
@@ -424,6 +430,8 @@ def read(question: str) -> Question:
         asks.append("comparison")
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
     phrase = quantity.group(1).strip() if quantity else ""
+    if unit == _DURATION_UNITS:
+        phrase = "a duration (hours, days or minutes)"
     heads = tuple(h[-1] for part in re.split(r"\s+(?:and|or)\s+|,\s*", phrase) if (h := tokens(part))
                   and h[-1] in unit) or unit
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,

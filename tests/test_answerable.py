@@ -64,6 +64,14 @@ def test_whether_code_is_available_needs_a_link_or_a_statement() -> None:
     assert unanswerable_reason(read("What does PrivGate gate?"), [PRIV]) is None  # not asked: no judgement
 
 
+def test_how_long_something_takes_needs_an_abstract_giving_a_duration() -> None:
+    asked = read("how long does it take to train the PrivGate model")  # typed so, as in a blind dev question
+    assert "never mention a duration" in (unanswerable_reason(asked, [PRIV]) or "")
+    timed = make_paper("We propose FastGen, a generator. Training FastGen takes 3 hours on one GPU.", "f.txt", 0)
+    assert unanswerable_reason(read("How long does FastGen take to train?"), [timed]) is None
+    assert not read("How long is the context window?").unit  # a length, not a duration
+
+
 def test_a_papers_own_limitations_need_an_abstract_that_admits_one() -> None:
     # Seen: "What are the limitations of SERA?" answered with its 26x-cheaper result.
     asked = read("What are the limitations of PrivGate?")
