@@ -108,7 +108,7 @@ class Assistant:
     def lists_without_model(self, question: str) -> bool:
         """Is `question`, asked without history, a summary listed from the evidence alone, so that answering it
         needs no GGUF loaded?"""
-        return _listed_from_evidence(Q.read(question), self.answering())
+        return _listed_from_evidence(Q.read(question, alone=True), self.answering())
 
     def use_generator(self, generator: Generator) -> None:
         """Swap the chat model for one built elsewhere (tests, eval's recorder); waits for any generation in flight."""
@@ -221,7 +221,7 @@ class Assistant:
 
     def _read(self, question: str, history: list[Message]) -> Q.Question:
         """`read` with the compute lock held."""
-        q = Q.read(question)
+        q = Q.read(question, alone=not history)
         focus = conversation.resolve(question, q, history, self._locate, self._first, self._words)
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)

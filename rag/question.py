@@ -71,7 +71,9 @@ _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an 
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
                      r"how many (of the )?(papers|studies|works|articles|abstracts)\b|"
-                     r"(which|what) (papers|studies|works|articles|research)\b|what work|(are there|is there) (any )?"
+                     r"(which|what) (papers|studies|works|articles|research)\b|"
+                     r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
+                     r"what work|(are there|is there) (any )?"
                      r"(papers|work|research) (on|about)|papers (on|about))", re.IGNORECASE)
 # "How many papers are about RL?": a listing that opens with its count.
 COUNT = re.compile(r"\bhow many (?:of the )?(?:papers|studies|works|articles|abstracts)\b", re.IGNORECASE)
@@ -397,9 +399,10 @@ def elliptical(question: str) -> bool:
     return short(question) and not named_words(question)
 
 
-def read(question: str) -> Question:
-    """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True)"""
-    selects = bool(_SELECT.search(question))
+def read(question: str, alone: bool = False) -> Question:
+    """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True);
+    `alone`: nothing was said before, so "Which of these papers ...?" asks about every paper, not earlier ones."""
+    selects = bool(_SELECT.search(question)) and not alone
     if SUMMARY.search(question) and not selects and not _ONE_PAPER.search(question):
         kind = "summary"
     elif WHICH.search(question) or selects:

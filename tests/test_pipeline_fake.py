@@ -237,3 +237,16 @@ def test_how_many_papers_is_a_listing_that_opens_with_its_count(built) -> None: 
     # Who wrote a paper is not in an abstract: said, not guessed.
     who = a.ask("Who proposed PrivGate?")
     assert who.abstained and "no author" in " ".join(who.notices)
+
+
+def test_which_of_these_papers_asked_first_lists_the_collection(built) -> None:  # type: ignore[no-untyped-def]
+    from rag.question import read
+
+    # A blind dev question, asked first: "these papers" are the collection, not earlier ones (there are none).
+    alone = read("Which of these papers study privacy leakage?", alone=True)
+    assert alone.kind == "summary" and not alone.selects
+    assert read("Which of these papers study privacy leakage?").selects  # after a listing: among those listed
+    s, emb, _ = built
+    ans = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"])).ask(
+        "Which of these papers study privacy leakage?")
+    assert ans.text.startswith("- ") and PRIVGATE in {c.paper.paper_id for c in ans.citations}, ans.text
