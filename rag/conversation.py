@@ -122,10 +122,6 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         picked = tuple(cited[:together])
     else:
         picked = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
-    if len(picked) > 1 and not together and not intent.compares and Q.only_they(question):
-        # "Is there work on X?" listing three, then "How do they define the risk?": "they" are the authors of the
-        # paper that answers, one of those listed, not all of them side by side.
-        return Focus(question, picked, described=True)
     if intent.described or (intent.ask and len(picked) == 1):  # "the few-shot one", "For the X agent, ... it ...?"
         extra = first(question)
         if extra and extra not in picked:

@@ -461,13 +461,6 @@ def taken_together(question: str) -> int:
     return (_COUNTS[m.group(1).lower()] if m.group(1) else 2) if m else 0
 
 
-def only_they(question: str) -> bool:
-    """Does the question point back only with "they / their / them" (which may mean a paper's authors), not with
-    "both", "these", "those", "each" or "either" (which mean several papers)?"""
-    return bool(re.search(r"\b(they|their|them|theirs)\b", question, re.IGNORECASE)) and not re.search(
-        r"\b(both|these|those|each|either|all)\b", question, re.IGNORECASE)
-
-
 def pointed_at(question: str, count: int) -> list[int]:
     """Which of the `count` previously cited papers (0-based, in citation order) the question points at.
 

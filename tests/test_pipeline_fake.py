@@ -250,22 +250,3 @@ def test_which_of_these_papers_asked_first_lists_the_collection(built) -> None: 
     ans = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"])).ask(
         "Which of these papers study privacy leakage?")
     assert ans.text.startswith("- ") and PRIVGATE in {c.paper.paper_id for c in ans.citations}, ans.text
-
-
-def test_they_after_a_listing_are_the_authors_of_the_paper_that_answers(built) -> None:  # type: ignore[no-untyped-def]
-    from rag.question import only_they
-
-    s, emb, _ = built
-    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
-    listed = [PRIVGATE, GNN_LINKS, LEARNWARE]
-    shown = [{"role": "user", "content": "Is there work on the privacy risk of specifications?"},
-             {"role": "assistant", "content": "- Learnware [1].\n- PrivGate [2].\n- Link stealing [3].",
-              "paper_ids": [LEARNWARE, PRIVGATE, GNN_LINKS]}]
-    # A dev conversation listed all three again, one line each, for "How do they define the risk of a specification?"
-    ans = a.ask("How do they define the risk of a specification?", history=shown)
-    assert not ans.text.startswith("- ") and ans.citations[0].paper.paper_id == LEARNWARE, ans.text
-    assert {c.paper.paper_id for c in ans.citations} <= set(listed)
-    # "both", "these", "each" mean the papers: all of them, as before.
-    assert only_they("What do they derive the bounds through?") and not only_they("What do both of them use?")
-    every = a.ask("What do each of these report?", history=shown)
-    assert every.text.startswith("- ") and len(every.citations) == 3, every.text
