@@ -168,7 +168,7 @@ _DENIES = re.compile(r"\b(?:there (?:is|are|was|were) no|no|not any|none of the)
 
 
 # "No, no.", "Yes [1].", "No, the answer is no.": a polarity and nothing the evidence could confirm (the default model
-# answered "No" to every yes/no question of a blind batch, half of them wrongly).
+# opened every yes/no answer of a blind batch's dev half with "No", "No, FoundObj's agent is not trained with RL" too).
 _BARE_POLARITY = re.compile(r"^\W*(?:yes|no)\b(?:\W*(?:yes|no|not|the|answer|is|it|does|do)\b)*\W*$", re.IGNORECASE)
 
 

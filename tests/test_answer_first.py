@@ -59,7 +59,7 @@ def test_a_number_is_stated_only_where_the_evidence_uses_it_as_a_quantity() -> N
 
 def test_a_bare_yes_or_no_is_not_supported_by_any_source() -> None:
     # Seen on a blind dev question: "Does PrivGate require fine-tuning the base LLM?" -> "No, no [1]." first, the
-    # default model having answered "No" to every yes/no question, half of them wrongly.
+    # default model opening every yes/no answer with "No", right or wrong.
     q = "Does PrivGate need fine-tuning?"
     for bare in ("No, no [1].", "Yes [1].", "No, the answer is no [1]."):
         _, checks = checked(bare, q, [block(PRIV)])
