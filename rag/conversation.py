@@ -85,15 +85,27 @@ def _first_index(text: str, n: int) -> int:
 
 def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             locate: Callable[[str], str | None], first: Callable[[str], str | None] = lambda text: None,
-            words: Callable[[str], set[str]] = lambda paper_id: set()) -> Focus:
+            words: Callable[[str], set[str]] = lambda paper_id: set(),
+            named: Callable[[str], str | None] = lambda name: None) -> Focus:
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
-    retrieves first, a candidate for a question that describes its paper; `words` a paper's words.
+    retrieves first, a candidate for a question that describes its paper; `words` a paper's words; `named` the paper
+    a name few papers use belongs to. A comparison naming two papers ("SOLAR vs NAEViT", "How does SOLAR differ from
+    NAEViT?") sets both side by side, with or without history.
 
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question),
     unless it is short and every word it names is in the paper under discussion ("What is the main risk?" after the
     learnware paper, which says "risk").
     """
+    if intent.compares and not intent.described:
+        # the papers it names ("SOLAR", "R2G", "Opt-Miner": a rare word written as a name), even with "they" ("AREW
+        # versus Opt-Miner: how do they ...?"); not papers described by what they do ("the method that ..., by
+        # comparing small pieces of the pictures, ...")
+        papers = [next((p for name in Q.names_in(part) if (p := named(name))), None)
+                  for part in Q.compared_parts(question)]
+        both = tuple(dict.fromkeys(p for p in papers if p))
+        if len(both) >= 2:
+            return Focus(question, both, side_by_side=True)
     if not history or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
     if not intent.refers_back:

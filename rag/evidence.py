@@ -250,6 +250,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     for n, (_, _, hit, sents) in enumerate(kept, start=1):
         if hit.paper.paper_id in to_ask:
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
+        if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
+            sents = [(s, x - scorer.knobs.opening_sentence_penalty if states_availability(s) else x) for s, x in sents]
         if question.asks & {"reason", "comparison", "finding"}:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             sents = [(s, x + cue_bonus(question.asks, s, scorer.knobs)) for s, x in sents]

@@ -222,7 +222,7 @@ class Assistant:
     def _read(self, question: str, history: list[Message]) -> Q.Question:
         """`read` with the compute lock held."""
         q = Q.read(question, alone=not history)
-        focus = conversation.resolve(question, q, history, self._locate, self._first, self._words)
+        focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named)
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
             titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
@@ -254,6 +254,17 @@ class Assistant:
     def _first(self, text: str) -> str | None:
         """The paper a text alone retrieves first."""
         return next((h.paper.paper_id for h in self.retriever.search(text, top_k=1).hits), None)
+
+    def _named(self, name: str) -> str | None:
+        """The paper a name few papers use ("SOLAR", "R2G") belongs to: the one whose text holds it best."""
+        lexical = self.retriever.lexical
+        if lexical is None:
+            return None
+        for word in self.retriever.rare_terms(name):  # "stt-llm", or else "stt"
+            found = lexical.search(word, k=1)
+            if found and word in self._words(found[0][1]):
+                return found[0][1]
+        return None
 
     def _locate(self, sentence: str) -> str | None:
         """The paper that states an earlier answer's sentence (that sentence was checked against it)."""

@@ -225,8 +225,8 @@ _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 # A second question after the first: "What does SVG stand for, and what does it not need ...?"
 _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
-_COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|difference|differences|versus|vs)\b",
-                       re.IGNORECASE)
+_COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|difference|differences|different|"
+                       r"versus|vs|better than|worse than|similar to)\b", re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
                            # "public" as what the artefact is ("Is the code public?"), not an attribute of
@@ -459,6 +459,25 @@ def taken_together(question: str) -> int:
         return 0
     m = _TAKEN_TOGETHER.search(question)
     return (_COUNTS[m.group(1).lower()] if m.group(1) else 2) if m else 0
+
+
+# Where a comparison's next term begins: "SOLAR vs NAEViT", "How does SOLAR differ from NAEViT?", "Compare PrivGate
+# with the learnware paper".
+_COMPARED_PART = re.compile(r"\b(?:vs\.?|versus|and|with|from|to|than|against|between)\b|,|;", re.IGNORECASE)
+
+
+def names_in(text: str) -> list[str]:
+    """Words written as names, lower-cased as `tokens` gives them: two capitals or a capital and a digit ("SOLAR",
+    "PrivGate", "R2G", "STT-LLM", "Opt-Miner"), e.g. names_in("How does PrivGate differ from SERA?") -> ["privgate",
+    "sera"]."""
+    return [w.lower() for w in re.findall(r"\b[A-Z][\w\-]*[A-Z0-9][\w\-]*", text)]
+
+
+def compared_parts(question: str) -> list[str]:
+    """The terms of a comparison, without its comparing words, e.g. "How does SOLAR differ from NAEViT?" -> ["How
+    does SOLAR", "NAEViT?"]."""
+    parts = (re.sub(r"\s+", " ", _COMPARES.sub(" ", p)).strip() for p in _COMPARED_PART.split(question))
+    return [p for p in parts if p]
 
 
 def pointed_at(question: str, count: int) -> list[int]:

@@ -250,3 +250,21 @@ def test_which_of_these_papers_asked_first_lists_the_collection(built) -> None: 
     ans = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"])).ask(
         "Which of these papers study privacy leakage?")
     assert ans.text.startswith("- ") and PRIVGATE in {c.paper.paper_id for c in ans.citations}, ans.text
+
+
+def test_a_comparison_naming_two_papers_sets_both_side_by_side(built) -> None:  # type: ignore[no-untyped-def]
+    from rag.question import compared_parts
+
+    assert compared_parts("How does SOLAR differ from NAEViT?") == ["How does SOLAR", "NAEViT?"]
+    assert compared_parts("What's the difference between R2G and NITP?") == ["What's the", "R2G", "NITP?"]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    # Seen: "SOLAR vs NAEViT" answered from NAEViT alone. Asked first, and after a turn about something else.
+    for history in ([], [{"role": "user", "content": "Which papers study privacy?"},
+                         {"role": "assistant", "content": "- Link stealing [1].", "paper_ids": [GNN_LINKS]}]):
+        ans = a.ask("How does PrivGate differ from RKME?", history=history)
+        assert set(ans.focus) == {PRIVGATE, LEARNWARE}, (ans.focus, ans.searched)
+        assert {c.paper.paper_id for c in ans.citations} == {PRIVGATE, LEARNWARE} and ans.text.startswith("- ")
+    # One named paper and a description of nothing rare: not a side-by-side; nor a paper described by what it does.
+    assert len(a.ask("How does PrivGate compare with earlier methods?").focus) < 2
+    assert len(a.ask("Which method, by comparing specifications with learnware inversion, bounds the risk?").focus) < 2
