@@ -1202,3 +1202,15 @@ def test_a_fields_acronym_finds_the_sentence_spelling_it_out_inside_the_paper() 
     assert with_acronyms({"rl"}, {"reinforcement", "learning"}) >= {"reinforcement", "learning"}
     assert with_acronyms({"gnns", "attacks"}, {"gnns", "graph", "neural", "networks"}) == {"gnns", "attacks"}
     assert "rl" in with_acronyms({"reinforcement", "learning"}, {"rl", "agents"})
+
+
+def test_an_availability_statement_is_evidence_only_when_availability_is_asked() -> None:
+    # Seen: "How is UHM different from RHI?" showed UHM as "- Project page: https://.../UHM/ [1]."
+    uhm = make_paper("Offline RL learns from logged data. We introduce universal horizon models (UHM), which "
+                     "predict future states under arbitrary horizons. Project page: https://github.com/x/UHM",
+                     "u.txt", 0)
+    emb = HashEmbedder()
+    for text, want in (("What is the UHM project page?", "We introduce"), ("Is UHM on GitHub?", "Project page")):
+        q = Q.read(text)
+        b = select_evidence(q, emb.embed([q.scored])[0], [Hit(uhm, 1.0)], SentenceScorer(emb), 1, 1, 1.0)[0]
+        assert b.sentences[0].startswith(want), (text, b.sentences)
