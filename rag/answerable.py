@@ -16,7 +16,8 @@ the thing asked for is not in the paper at all. Four checks, all about the evide
 - a question whether code, data or weights are available ("Is the code available?") when no evidence paper links
   any or says so: "yes" or "no" would be a guess;
 - a question for a paper's own limitations ("What are the limitations of SERA?") when no evidence paper admits any
-  ("limited to", "cannot", "at the cost of"): its results pasted instead would not answer it.
+  ("limited to", "cannot", "at the cost of") nor states a difficulty of what the question names: its results pasted
+  instead would not answer it.
 
 All are deliberately narrow (eval/QA.md): a wrong abstention hides an answer the user could have had, and
 questions describe what they ask for in their own words ("which surface", "what property").
