@@ -444,6 +444,18 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     return blocks
 
 
+def collection_blocks(hits: list[Hit]) -> list[Evidence]:
+    """One block per paper for a listing of the collection itself ("List all papers"), in the order given: the
+    sentence where each paper first presents its work ("We propose ..."), else its first sentence."""
+    blocks = []
+    for n, hit in enumerate(hits, start=1):
+        sents = split_sentences(hit.paper.abstract)
+        i = next((j for j, x in enumerate(sents) if presents_work(x) and not states_availability(x)), 0)
+        blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i:i + 1]),
+                               sentence_scores=(1.0,) * min(1, len(sents))))
+    return blocks
+
+
 def says_what_it_does(sents: list[tuple[str, float]], usable: list[int], paper: Paper) -> int | None:
     """The sentence a summary line shows: the paper's best on the topic. When that is the abstract's opening
     sentence and it states the field's background ("Large Language Model (LLM) agents have shown significant

@@ -25,7 +25,7 @@ from .answerable import gate, unanswerable_reason
 from .catalog import Catalog
 from .config import Answering, Settings
 from .embed import Embedder, load_embedder
-from .evidence import SentenceScorer, best_sentence_score, relevant_papers, select_evidence
+from .evidence import SentenceScorer, best_sentence_score, collection_blocks, relevant_papers, select_evidence
 from .generate import Generator, LlamaGenerator, Message
 from .gguf import resolve_model
 from .index import check_unlocked, index_generation, open_reader
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
 
 Event = str | Answer  # a piece of streamed text, or the final Answer (always last)
+_COLLECTION_MORE = 40  # "List all papers": papers listed under the answer past the first ones (the Search tab has all)
 # A small model's preamble ("The answer is:", "Answer:", "The sources mentioned in the answer are:") is not part of
 # the answer.
 _PREAMBLE = re.compile(r"^\s*(?:(the )?(final )?answer\b( to (this|the) question)? ?(is)?\s*[:,-]?|"
@@ -255,6 +256,18 @@ class Assistant:
         """The paper a text alone retrieves first."""
         return next((h.paper.paper_id for h in self.retriever.search(text, top_k=1).hits), None)
 
+    def _collection(self, question: str, filters: Filters | None) -> tuple[Retrieved, int]:
+        """The first papers of the collection (those passing `filters`) in source order, as hits, and how many there
+        are, for "List all papers" (no topic to search)."""
+        catalog, limit = self.retriever.catalog, self.settings.answer.summary_max_papers + _COLLECTION_MORE
+        if filters:
+            ids = catalog.ids_where(filters.sources, filters.has_code, filters.paper_ids)
+            papers = sorted(catalog.get_many(ids).values(), key=lambda p: (p.source, p.position))
+            found, total = papers[:limit], len(ids)
+        else:
+            found, total = catalog.find(limit=limit), catalog.count()
+        return Retrieved([Hit(p, 0.0) for p in found], query_vector=self.embedder.embed([question])[0]), total
+
     def _named(self, name: str) -> str | None:
         """The paper a name few papers use ("SOLAR", "R2G") belongs to: the one whose text holds it best."""
         lexical = self.retriever.lexical
@@ -330,14 +343,18 @@ class Assistant:
         notices = [notice] if notice else []
         more: list[Evidence] = []  # a summary's papers on the topic past those it lists
         saturated = False  # every paper a summary judged was on its topic: there may be more
+        total = 0  # "List all papers": how many there are
         history = _turns(history)
         with self.compute:
             q = self._read(question, history)
             searched, pinned, summary = q.searched, q.pinned, q.summary
-            retrieved = self._retrieve(q, filters, top_k)
+            if q.collection:
+                retrieved, total = self._collection(question, filters)
+            else:
+                retrieved = self._retrieve(q, filters, top_k)
             timings = dict(retrieved.timings)
             model_name = self.model_name
-            reason = gate(q, retrieved.hits, self.settings.retrieval.min_similarity)
+            reason = None if q.collection else gate(q, retrieved.hits, self.settings.retrieval.min_similarity)
             if reason:
                 notices.append(reason)
                 timings["total_ms"] = (time.perf_counter() - t0) * 1000
@@ -352,6 +369,9 @@ class Assistant:
             if summary and pinned:
                 blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
                                          per_paper=1, margin=float("inf"))
+            elif q.collection:  # "List all papers": the collection in source order, the rest under the answer
+                blocks = collection_blocks(retrieved.hits)
+                blocks, more = blocks[:ans.summary_max_papers], blocks[ans.summary_max_papers:]
             elif summary:
                 lexical = self.retriever.lexical
                 blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer,
@@ -410,14 +430,17 @@ class Assistant:
                 text = f"No abstract mentions {missing}; the closest: {text}"
         if q.choices and not abstained and not listing:  # "Is RHI model-based or model-free?"
             text = compose.with_choice(text, q.choices)
-        if "count" in q.asks and listing and not abstained:  # "How many papers are about RL?"
+        if q.collection and not abstained:
+            text = f"{total} {'paper is' if total == 1 else 'papers are'} indexed; in source order:\n{text}"
+        elif "count" in q.asks and listing and not abstained:  # "How many papers are about RL?"
             n = len(budget.blocks) + len(more)
             text = f"{'At least ' if saturated else ''}{n} {'paper' if n == 1 else 'papers'} on this topic:\n{text}"
         if budget.dropped_blocks and not listing:
             notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")
         if more:
-            notices.append(f"{len(more)} more {'paper' if len(more) == 1 else 'papers'} on this topic, listed under "
-                           "the answer")
+            notices.append(f"{len(more)} more {'paper' if len(more) == 1 else 'papers'} "
+                           f"{'' if q.collection else 'on this topic, '}listed under the answer"
+                           + ("; the Search tab lists every one" if q.collection else ""))
         if budget.dropped_turns:
             notices.append(f"{budget.dropped_turns} earlier turn(s) left out to fit the model's context")
         yield Answer(

@@ -75,6 +75,14 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
                      r"(papers|work|research) (on|about)|papers (on|about))", re.IGNORECASE)
+# The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
+# there?".
+_COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
+                         r"(?:the\s+)?(?:papers|abstracts|works)|(?:what|which)\s+papers\s+(?:do\s+you\s+have|are\s+"
+                         r"(?:there|indexed|in\s+(?:the|this|your)\s+(?:index|collection|corpus|library)))|how\s+many\s+"
+                         r"(?:papers|abstracts)\s+(?:are\s+there|do\s+you\s+have|are\s+(?:indexed|in\s+(?:the|this|your)\s+"
+                         r"(?:index|collection|corpus|library))))(?:\s+(?:you\s+have|here|indexed|in\s+(?:the|this|your)\s+"
+                         r"(?:index|collection|corpus|library)))?\s*[?.!]?\s*$", re.IGNORECASE)
 # "How many papers are about RL?": a listing that opens with its count.
 COUNT = re.compile(r"\bhow many (?:of the )?(?:papers|studies|works|articles|abstracts)\b", re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
@@ -277,6 +285,7 @@ class Question:
     compares: bool = False  # sets papers side by side: "How does it differ from NAEViT?"
     limitations: bool = False  # asks for the paper's own limitations: "What are the limitations of SERA?"
     choices: tuple[str, ...] = ()  # the alternatives an either/or question offers (`choices_in`)
+    collection: bool = False  # asks for the collection itself, no topic: "List all papers", "How many are there?"
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
@@ -403,7 +412,8 @@ def read(question: str, alone: bool = False) -> Question:
     """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True);
     `alone`: nothing was said before, so "Which of these papers ...?" asks about every paper, not earlier ones."""
     selects = bool(_SELECT.search(question)) and not alone
-    if SUMMARY.search(question) and not selects and not _ONE_PAPER.search(question):
+    collection = bool(_COLLECTION.match(question))
+    if (SUMMARY.search(question) or collection) and not selects and not _ONE_PAPER.search(question):
         kind = "summary"
     elif WHICH.search(question) or selects:
         kind = "which"
@@ -448,6 +458,7 @@ def read(question: str, alone: bool = False) -> Question:
                     availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)),
                     limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
                     choices=choices_in(question) if kind != "summary" and not _EXISTS.search(question) else (),
+                    collection=collection,
                     exists=bool(_EXISTS.search(question)) and not _SECOND.search(question, 1),
                     model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question))
 

@@ -268,3 +268,25 @@ def test_a_comparison_naming_two_papers_sets_both_side_by_side(built) -> None:  
     # One named paper and a description of nothing rare: not a side-by-side; nor a paper described by what it does.
     assert len(a.ask("How does PrivGate compare with earlier methods?").focus) < 2
     assert len(a.ask("Which method, by comparing specifications with learnware inversion, bounds the risk?").focus) < 2
+
+
+def test_list_all_papers_lists_the_collection_with_its_count(built) -> None:  # type: ignore[no-untyped-def]
+    from rag.catalog import Catalog
+
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    catalog: Catalog = a.retriever.catalog
+    total = catalog.count()
+    # Seen: "List all papers" abstained ("no abstract is close enough to the question").
+    for q in ("List all papers", "How many papers are there?", "What papers do you have?"):
+        ans = a.ask(q)
+        head, _, rest = ans.text.partition("\n")
+        assert not ans.abstained and head == f"{total} papers are indexed; in source order:", (q, ans.text)
+        shown = [c.paper.paper_id for c in ans.citations] + [m.paper.paper_id for m in ans.more]
+        assert shown == [p.paper_id for p in catalog.find(limit=len(shown))] and len(shown) == min(total, 50)
+        assert len(rest.splitlines()) == s.answer.summary_max_papers
+    # Within a filter, that part of it.
+    source = catalog.sources()[0]
+    part = a.ask("List all papers", filters=Filters(sources=frozenset({source})))
+    assert part.text.startswith(f"{len(catalog.ids_where([source]))} papers are indexed")
+    assert {c.paper.source for c in part.citations} == {source}
