@@ -510,8 +510,9 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
 
 def _listed_from_evidence(q: Q.Question, knobs: Answering) -> bool:
     """A summary not pinned to earlier papers is a list made from the evidence; the model would only add closing
-    sentences, which `knobs` (this model's settings) may leave out: then no prompt to fill, nothing to wait for."""
-    return q.summary and not q.pinned and knobs.summary_synthesis == 0
+    sentences, which `knobs` (this model's settings) may leave out, and has nothing to say of a listing of the
+    collection itself: then no prompt to fill, nothing to wait for."""
+    return q.summary and not q.pinned and (knobs.summary_synthesis == 0 or q.collection)
 
 
 def _turns(history: list[Message] | None) -> list[Message]:

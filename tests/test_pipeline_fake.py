@@ -274,7 +274,8 @@ def test_list_all_papers_lists_the_collection_with_its_count(built) -> None:  # 
     from rag.catalog import Catalog
 
     s, emb, _ = built
-    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    gen = ScriptedGenerator(["ok"])
+    a = Assistant(s, embedder=emb, generator=gen)
     catalog: Catalog = a.retriever.catalog
     total = catalog.count()
     # Seen: "List all papers" abstained ("no abstract is close enough to the question").
@@ -290,3 +291,4 @@ def test_list_all_papers_lists_the_collection_with_its_count(built) -> None:  # 
     part = a.ask("List all papers", filters=Filters(sources=frozenset({source})))
     assert part.text.startswith(f"{len(catalog.ids_where([source]))} papers are indexed")
     assert {c.paper.source for c in part.citations} == {source}
+    assert gen.prompts == []  # nothing for a model to say of papers on no topic, whatever its summary settings
