@@ -403,8 +403,10 @@ def topic_cover(alternatives: list[dict[str, float]], paper_text: str) -> float:
 
 
 def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer,
-                    idf: Callable[[list[str]], dict[str, float]], knobs: Answering) -> list[Evidence]:
-    """Every retrieved paper on the question's topic, decided per paper, best first, one sentence each.
+                    idf: Callable[[list[str]], dict[str, float]], knobs: Answering,
+                    closest_if_none: bool = True) -> list[Evidence]:
+    """Every retrieved paper on the question's topic, decided per paper, best first, one sentence each; when none
+    is, the closest paper (or nothing, without `closest_if_none`).
 
     A paper is on the topic when its text holds most of one topic alternative's rare words (idf-weighted, words
     common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
@@ -431,6 +433,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         if ((cover >= knobs.summary_min_cover and best >= knobs.summary_min_sentence)
                 or (best >= knobs.summary_sure_sentence and cover >= sure_cover)):
             kept.append((best + cover, h, sents))
+    if not kept and not closest_if_none:
+        return []
     if not kept:  # nothing clearly on the topic: the closest paper, so the answer still says something cited
         h = hits[0]
         sents = scored.get(h.paper.paper_id, [])

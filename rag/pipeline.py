@@ -344,6 +344,7 @@ class Assistant:
         more: list[Evidence] = []  # a summary's papers on the topic past those it lists
         saturated = False  # every paper a summary judged was on its topic: there may be more
         total = 0  # "List all papers": how many there are
+        none_on_topic = False  # a summary found no paper clearly on its topic and shows the closest
         history = _turns(history)
         with self.compute:
             q = self._read(question, history)
@@ -374,9 +375,11 @@ class Assistant:
                 blocks, more = blocks[:ans.summary_max_papers], blocks[ans.summary_max_papers:]
             elif summary:
                 lexical = self.retriever.lexical
-                blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer,
-                                         lexical.idf if lexical is not None else (lambda words: {}),
-                                         ans)
+                idf = lexical.idf if lexical is not None else (lambda words: {})
+                blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer, idf, ans, closest_if_none=False)
+                if not blocks:  # none is clearly on the topic: the closest, said to be only that
+                    none_on_topic = True
+                    blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer, idf, ans)
                 saturated = len(retrieved.hits) >= ans.summary_candidates and len(blocks) == len(retrieved.hits)
                 if saturated:
                     notices.append(f"all {len(blocks)} papers judged were on this topic, so more may be: the Search "
@@ -434,7 +437,10 @@ class Assistant:
             text = f"{total} {'paper is' if total == 1 else 'papers are'} indexed; in source order:\n{text}"
         elif "count" in q.asks and listing and not abstained:  # "How many papers are about RL?"
             n = len(budget.blocks) + len(more)
-            text = f"{'At least ' if saturated else ''}{n} {'paper' if n == 1 else 'papers'} on this topic:\n{text}"
+            head = f"{'At least ' if saturated else ''}{n} {'paper' if n == 1 else 'papers'} on this topic:"
+            text = f"{'No paper is clearly on this topic; the closest:' if none_on_topic else head}\n{text}"
+        elif none_on_topic and listing and not abstained:
+            notices.append("no paper is clearly on this topic: this is the closest")
         if budget.dropped_blocks and not listing:
             notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")
         if more:

@@ -234,6 +234,11 @@ def test_how_many_papers_is_a_listing_that_opens_with_its_count(built) -> None: 
     # Seen answered from one paper's "for any ρ > 0 ..." sentence: the count is of the papers listed (and paged).
     assert head == f"{len(lines) + len(ans.more)} papers on this topic:", ans.text
     assert len(lines) >= 2 and PRIVGATE in {c.paper.paper_id for c in ans.citations}
+    # No paper clearly on the topic: the closest is shown as that, not counted ("1 paper on this topic").
+    none = a.ask("How many papers study privacy leakage in quantum chromodynamics?")
+    assert none.text.startswith("No paper is clearly on this topic; the closest:\n- "), none.text
+    listed = a.ask("Which papers study privacy leakage in quantum chromodynamics?")
+    assert "no paper is clearly on this topic: this is the closest" in listed.notices
     # Who wrote a paper is not in an abstract: said, not guessed.
     who = a.ask("Who proposed PrivGate?")
     assert who.abstained and "no author" in " ".join(who.notices)
