@@ -10,12 +10,14 @@ of matching the question's text again each on their own.
   ...", "what makes it hard ..."), "finding" ("what did the experiment find / show ...?", "what is its headline
   result?"), "overview" (what one paper is about or does: "What is the SERA paper about?", "Summarize the SERA
   paper", "Is there a paper on ...?"), "comparison" (what is asked is which methods it beats: "which baselines does X
-  outperform?"), or "" when nothing narrower is asked; `asks` holds every one of those the question matches, `wants`
-  the first; exists: it asks whether a paper on something exists ("Is there a paper on ...?", "Do any of the
-  papers ...?");
+  outperform?"), "count" (a listing's length: "How many papers are about RL?"), or "" when nothing narrower is
+  asked; `asks` holds every one of those the question matches, `wants` the first; exists: it asks whether a paper
+  on something exists ("Is there a paper on ...?", "Do any of the papers ...?");
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
   availability: it asks whether code, data or weights are available; limitations: it asks for the paper's own
   limitations ("What are the limitations of SERA?", not "What limitation of earlier methods does it address?");
+  choices: the two alternatives of an either/or question ("Is RHI model-based or model-free?"); collection: it asks
+  for the collection itself, no topic ("List all papers");
 - refers_back: it points at something said before ("it", "its", "they", "that paper", "the second one"), or names
   nothing of its own ("By how much?", "On which benchmark?": `elliptical`); selects: it asks which of the earlier
   papers ("Which of them is about graphs?"); new_subject: it asks for a paper of its own ("is there a paper that
