@@ -74,6 +74,24 @@ def with_choice(text: str, choices: tuple[str, ...]) -> str:
     return f"{_capital(named[0])}: {text}" if len(named) == 1 else text
 
 
+def framed(text: str, intent: Question, listing: bool, listed: int, total: int = 0, saturated: bool = False,
+           none_on_topic: bool = False) -> str:
+    """The answer opened by what the question asks of it beyond its sentences: the alternative an either/or
+    question's first sentence names ("Model-free: ..."), the size of the collection ("38 papers are indexed; in source
+    order:"), or a count question's number of papers listed (`listed`, "8 papers on this topic:"; "At least" when
+    every candidate was on the topic; "No paper is clearly on this topic; the closest:" when none was)."""
+    if intent.choices and not listing:
+        return with_choice(text, intent.choices)
+    if intent.collection:
+        return f"{total} {'paper is' if total == 1 else 'papers are'} indexed; in source order:\n{text}"
+    if "count" in intent.asks and listing:
+        if none_on_topic:
+            return f"No paper is clearly on this topic; the closest:\n{text}"
+        papers = "paper" if listed == 1 else "papers"
+        return f"{'At least ' if saturated else ''}{listed} {papers} on this topic:\n{text}"
+    return text
+
+
 def clause(sentence: str, intent: Question, prefer: frozenset[str] | set[str] = frozenset(),
            knobs: Answering = Answering()) -> str:
     """The part of a long sentence that holds what was asked; a short sentence whole, and any sentence whole when what

@@ -43,6 +43,10 @@ from .text import (
     with_acronyms,
 )
 
+# Taken, inside a paper, from a statement of where to get its artefacts when the question does not ask that: as much
+# as the opening sentence's penalty (`answer.opening_sentence_penalty`'s default), so it never answers first.
+_AVAILABILITY_PENALTY = 2.0
+
 
 def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> float:
     """A bonus for sentences of the kind the question asks for (`Question.asks`: a number, an expansion, a name)."""
@@ -251,7 +255,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         if hit.paper.paper_id in to_ask:
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
-            sents = [(s, x - scorer.knobs.opening_sentence_penalty if states_availability(s) else x) for s, x in sents]
+            sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
         if question.asks & {"reason", "comparison", "finding"}:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             sents = [(s, x + cue_bonus(question.asks, s, scorer.knobs)) for s, x in sents]

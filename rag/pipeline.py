@@ -256,7 +256,7 @@ class Assistant:
         """The paper a text alone retrieves first."""
         return next((h.paper.paper_id for h in self.retriever.search(text, top_k=1).hits), None)
 
-    def _collection(self, question: str, filters: Filters | None) -> tuple[Retrieved, int]:
+    def _collection(self, filters: Filters | None) -> tuple[Retrieved, int]:
         """The first papers of the collection (those passing `filters`) in source order, as hits, and how many there
         are, for "List all papers" (no topic to search)."""
         catalog, limit = self.retriever.catalog, self.settings.answer.summary_max_papers + _COLLECTION_MORE
@@ -266,7 +266,7 @@ class Assistant:
             found, total = papers[:limit], len(ids)
         else:
             found, total = catalog.find(limit=limit), catalog.count()
-        return Retrieved([Hit(p, 0.0) for p in found], query_vector=self.embedder.embed([question])[0]), total
+        return Retrieved([Hit(p, 0.0) for p in found]), total
 
     def _named(self, name: str) -> str | None:
         """The paper a name few papers use ("SOLAR", "R2G") belongs to: the one whose text holds it best."""
@@ -350,7 +350,7 @@ class Assistant:
             q = self._read(question, history)
             searched, pinned, summary = q.searched, q.pinned, q.summary
             if q.collection:
-                retrieved, total = self._collection(question, filters)
+                retrieved, total = self._collection(filters)
             else:
                 retrieved = self._retrieve(q, filters, top_k)
             timings = dict(retrieved.timings)
@@ -362,43 +362,43 @@ class Assistant:
                 yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                 return
             t = time.perf_counter()
-            qvec = retrieved.query_vector
-            assert qvec is not None
             assert self._scorer is not None
-            if pinned:  # sentences are scored against the question itself (`Question.scored`)
-                qvec = self.embedder.embed([question])[0]
-            if summary and pinned:
-                blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
-                                         per_paper=1, margin=float("inf"))
-            elif q.collection:  # "List all papers": the collection in source order, the rest under the answer
+            if q.collection:  # "List all papers": the collection in source order, the rest under the answer
                 blocks = collection_blocks(retrieved.hits)
                 blocks, more = blocks[:ans.summary_max_papers], blocks[ans.summary_max_papers:]
-            elif summary:
-                lexical = self.retriever.lexical
-                idf = lexical.idf if lexical is not None else (lambda words: {})
-                blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer, idf, ans, closest_if_none=False)
-                if not blocks:  # none is clearly on the topic: the closest, said to be only that
-                    none_on_topic = True
-                    blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer, idf, ans)
-                saturated = len(retrieved.hits) >= ans.summary_candidates and len(blocks) == len(retrieved.hits)
-                if saturated:
-                    notices.append(f"all {len(blocks)} papers judged were on this topic, so more may be: the Search "
-                                   "tab ranks every paper, or ask about a narrower topic")
-                blocks, more = blocks[:ans.summary_max_papers], blocks[ans.summary_max_papers:]
             else:
-                lexical = self.retriever.lexical
-                blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=ans.evidence_papers,
-                                         per_paper=ans.sentences_per_paper, margin=ans.evidence_margin,
-                                         idf=lexical.idf if lexical is not None else None,
-                                         cover_weight=ans.evidence_cover_weight,
-                                         focus_weight=ans.evidence_focus_weight)
-                # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
-                reason = unanswerable_reason(q, [b.hit.paper for b in blocks])
-                if reason:
-                    notices.append(reason)
-                    timings["total_ms"] = (time.perf_counter() - t0) * 1000
-                    yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
-                    return
+                # Sentences are scored against the question itself for a pinned follow-up (`Question.scored`).
+                qvec = self.embedder.embed([question])[0] if pinned else retrieved.query_vector
+                assert qvec is not None
+                if summary and pinned:
+                    blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
+                                             per_paper=1, margin=float("inf"))
+                elif summary:
+                    lexical = self.retriever.lexical
+                    idf = lexical.idf if lexical is not None else (lambda words: {})
+                    blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer, idf, ans, closest_if_none=False)
+                    if not blocks:  # none is clearly on the topic: the closest, said to be only that
+                        none_on_topic = True
+                        blocks = relevant_papers(q, qvec, retrieved.hits[:1], self._scorer, idf, ans)
+                    saturated = len(retrieved.hits) >= ans.summary_candidates and len(blocks) == len(retrieved.hits)
+                    if saturated:
+                        notices.append(f"all {len(blocks)} papers judged were on this topic, so more may be: the "
+                                       "Search tab ranks every paper, or ask about a narrower topic")
+                    blocks, more = blocks[:ans.summary_max_papers], blocks[ans.summary_max_papers:]
+                else:
+                    lexical = self.retriever.lexical
+                    blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=ans.evidence_papers,
+                                             per_paper=ans.sentences_per_paper, margin=ans.evidence_margin,
+                                             idf=lexical.idf if lexical is not None else None,
+                                             cover_weight=ans.evidence_cover_weight,
+                                             focus_weight=ans.evidence_focus_weight)
+                    # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
+                    reason = unanswerable_reason(q, [b.hit.paper for b in blocks])
+                    if reason:
+                        notices.append(reason)
+                        timings["total_ms"] = (time.perf_counter() - t0) * 1000
+                        yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
+                        return
             knobs = self.answering()
             listing = summary and not pinned
             final: tuple[str, str, list, int]  # text, mode, checks, markers dropped
@@ -431,15 +431,9 @@ class Assistant:
                 notices.append(f"no abstract mentions {missing}: these are the closest papers")
             else:
                 text = f"No abstract mentions {missing}; the closest: {text}"
-        if q.choices and not abstained and not listing:  # "Is RHI model-based or model-free?"
-            text = compose.with_choice(text, q.choices)
-        if q.collection and not abstained:
-            text = f"{total} {'paper is' if total == 1 else 'papers are'} indexed; in source order:\n{text}"
-        elif "count" in q.asks and listing and not abstained:  # "How many papers are about RL?"
-            n = len(budget.blocks) + len(more)
-            head = f"{'At least ' if saturated else ''}{n} {'paper' if n == 1 else 'papers'} on this topic:"
-            text = f"{'No paper is clearly on this topic; the closest:' if none_on_topic else head}\n{text}"
-        elif none_on_topic and listing and not abstained:
+        if not abstained:
+            text = compose.framed(text, q, listing, len(budget.blocks) + len(more), total, saturated, none_on_topic)
+        if none_on_topic and listing and "count" not in q.asks and not abstained:
             notices.append("no paper is clearly on this topic: this is the closest")
         if budget.dropped_blocks and not listing:
             notices.append(f"{budget.dropped_blocks} evidence block(s) dropped to fit the model's context")

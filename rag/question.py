@@ -69,10 +69,13 @@ _A_KIND = re.compile(r"\b(?:kind|kinds|type|types|sort|sorts|class|classes)\s+of
 _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe|explain)\s+)"
                         r"(?:(?i:(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?(?:paper|study|article))\b(?!s)|"
                         r"(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+\s*[?.!]?\s*$)")
+# "How many papers are about RL?": a listing that opens with its count (`COUNT`).
+_COUNTED = r"how many (?:of the )?(?:papers|studies|works|articles|abstracts)\b"
+COUNT = re.compile(r"\b" + _COUNTED, re.IGNORECASE)
 # Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
-                     r"how many (of the )?(papers|studies|works|articles|abstracts)\b|"
+                     + _COUNTED + r"|"
                      r"(which|what) (papers|studies|works|articles|research)\b|"
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
@@ -85,8 +88,6 @@ _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me
                          r"(?:papers|abstracts)\s+(?:are\s+there|do\s+you\s+have|are\s+(?:indexed|in\s+(?:the|this|your)\s+"
                          r"(?:index|collection|corpus|library))))(?:\s+(?:you\s+have|here|indexed|in\s+(?:the|this|your)\s+"
                          r"(?:index|collection|corpus|library)))?\s*[?.!]?\s*$", re.IGNORECASE)
-# "How many papers are about RL?": a listing that opens with its count.
-COUNT = re.compile(r"\bhow many (?:of the )?(?:papers|studies|works|articles|abstracts)\b", re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
 WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)",
                    re.IGNORECASE)
@@ -432,7 +433,8 @@ def read(question: str, alone: bool = False) -> Question:
     quantity = _QUANTITY.search(question)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()
-    if not unit and _DURATION.search(question):
+    duration = not unit and bool(_DURATION.search(question))
+    if duration:
         unit = _DURATION_UNITS
     described = bool(_DESCRIBED.search(question)) or selects
     m = _ASKED_NOUN.search(question)
@@ -444,9 +446,7 @@ def read(question: str, alone: bool = False) -> Question:
     if WANTS_COMPARISON.search(ask or question):
         asks.append("comparison")
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
-    phrase = quantity.group(1).strip() if quantity else ""
-    if unit == _DURATION_UNITS:
-        phrase = "a duration (hours, days or minutes)"
+    phrase = "a duration (hours, days or minutes)" if duration else quantity.group(1).strip() if quantity else ""
     heads = tuple(h[-1] for part in re.split(r"\s+(?:and|or)\s+|,\s*", phrase) if (h := tokens(part))
                   and h[-1] in unit) or unit
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,

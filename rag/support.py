@@ -77,8 +77,8 @@ def numbers_stated(sentence: str, text: str) -> bool:
     a number inside a name ("R2G") wherever the text holds it."""
     said, form = search_form(MARKER.sub(" ", sentence)), search_form(text)
     for m in NUMBER.finditer(said):
-        quantity = _free(m.group()).match(said, m.start()) is not None
-        if not (_free(m.group()).search(form) if quantity else m.group() in form):
+        free = _free(m.group())
+        if not (free.search(form) if free.match(said, m.start()) else m.group() in form):
             return False
     return True
 
