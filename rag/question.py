@@ -231,6 +231,10 @@ _LEAD = re.compile(r"^\s*(?:(?:in|for|according to|within|from)\s+(?:the|a|an|th
 _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:paper|work|study|method|framework|"
                    r"approach|model|generator|algorithm)\b((?:\s+(?:on|about|that|which|where|for)\b[^?]*)?)"
                    r"(?=\s*\?\s*$)", re.IGNORECASE)
+# The paper described as the subject mid-question: "Which privacy notion does the privacy-gated LLM agent paper aim
+# to secure?" -> "Which privacy notion does aim to secure?".
+_SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:[\w\-/]+\s+){2,6}?(?:paper|work)\b\s*",
+                      re.IGNORECASE)
 # A name an expansion question asks to spell out: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs").
 _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 # A second question after the first: "What does SVG stand for, and what does it not need ...?"
@@ -360,7 +364,8 @@ def ask_part(question: str) -> str:
 
     e.g. "In the work on RL robust to model mismatch, what estimator is proposed?" -> "what estimator is proposed?";
     "A study found X. What does it say Y comes from?" -> "What does it say Y comes from?"; "What does GHM stand for
-    in the offline model-based RL paper?" -> "What does GHM stand for?". A description of one word ("the full name
+    in the offline model-based RL paper?" -> "What does GHM stand for?"; "Which privacy notion does the privacy-gated
+    LLM agent paper aim to secure?" -> "Which privacy notion does aim to secure?". A description of one word ("the full name
     of the RHI algorithm") names what is asked about and stays.
     """
     parts = re.split(r"(?<=[.!])\s+(?=[A-Z])", question.strip())
@@ -369,6 +374,8 @@ def ask_part(question: str) -> str:
     tail = _TAIL.search(ask)
     if tail and len((tail.group(1) + tail.group(2)).split()) >= 2:
         ask = ask[:tail.start()] + ask[tail.end():]
+    else:
+        ask = _SUBJECT.sub(r"\1", ask, count=1)
     ask = ask.strip()
     return ask if ask != question.strip() and len(tokens(ask)) >= 2 else ""
 

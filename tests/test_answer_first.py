@@ -520,6 +520,10 @@ def test_the_clause_that_only_describes_the_paper_is_not_what_is_asked() -> None
     assert Q.read("What does GHM stand for in the offline model-based RL paper?").ask == "What does GHM stand for?"
     assert Q.read("According to its theory, what does the labelled data needed depend on?").ask == \
         "what does the labelled data needed depend on?"
+    # The paper described as the subject, mid-question.
+    assert Q.read("Which privacy notion does the privacy-gated LLM agent paper aim to secure?").ask == \
+        "Which privacy notion does aim to secure?"
+    assert Q.read("What does the grokking paper identify as its driver?").ask == ""  # one word names the subject
     # Nothing but the question, or a one-word description naming what is asked about: no separate ask.
     assert Q.read("How much does PrivGate cut leakage?").ask == ""
     assert Q.read("What is the full name of the RHI algorithm?").ask == ""
