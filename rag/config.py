@@ -252,6 +252,9 @@ class Answering(Group):
     finding_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence reporting a "
                                                   "finding (\"we find that\", \"experiments show\") when the question "
                                                   "asks what a study found, showed or concluded")
+    choice_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence naming one "
+                                                 "alternative of an either/or question (\"Is RHI model-based or "
+                                                 "model-free?\" -> \"We propose a model-free algorithm\")")
     overview_boost: float = Field(2.0, description="added, inside the evidence paper, to its first sentence "
                                                    "presenting its own work (\"we propose ...\") and to an opening "
                                                    "in which it speaks of itself (\"We study ...\"); half of it to "

@@ -98,12 +98,15 @@ def states_cause(sentence: str) -> bool:
     return any(not _DENIED.search(sentence[max(0, m.start() - 20):m.start()]) for m in _CAUSE.finditer(sentence))
 
 
-def cue_bonus(asks: frozenset[str], sentence: str, knobs: Answering) -> float:
+def cue_bonus(question: Q.Question, sentence: str, knobs: Answering) -> float:
     """Inside the evidence paper: `knobs.reason_boost` for a sentence stating a cause when the question asks for one
     ("Why ...?", "what drives ...?"), `knobs.comparison_boost` for one comparing the work with others when it asks
     which methods the paper beats, `knobs.finding_boost` for one reporting a finding when it asks what a study
-    found."""
+    found, `knobs.choice_boost` for one naming an alternative of an either/or question."""
+    asks = question.asks
     bonus = 0.0
+    if question.choices and chosen(question.choices, sentence):
+        bonus += knobs.choice_boost
     if "reason" in asks and states_cause(sentence):
         bonus += knobs.reason_boost
     if "comparison" in asks and states_comparison(sentence):
@@ -203,8 +206,6 @@ class SentenceScorer:
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
                 score = (float(sim) + self.knobs.lexical_weight * overlap
                          + answer_type_boost(question.asks, s, self.knobs.answer_type_boost))
-                if question.choices and chosen(question.choices, s):  # names an alternative asked between
-                    score += self.knobs.answer_type_boost
                 scored.append((s, score - self.knobs.addressed_penalty if ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
@@ -223,8 +224,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     (one sentence echoing a description should not outvote the paper the whole question retrieved). Papers within
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
     with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of the question that asks
-    (`Question.ask`), when a clause of it only describes the paper, plus `cue_bonus` when a cause, a comparison or a
-    finding is asked for.
+    (`Question.ask`), when a clause of it only describes the paper, plus `cue_bonus` when a cause, a comparison, a
+    finding or one of two alternatives is asked for.
     """
     if not hits or max_papers < 1:
         return []
@@ -256,9 +257,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
-        if question.asks & {"reason", "comparison", "finding"}:
+        if question.asks & {"reason", "comparison", "finding"} or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
-            sents = [(s, x + cue_bonus(question.asks, s, scorer.knobs)) for s, x in sents]
+            sents = [(s, x + cue_bonus(question, s, scorer.knobs)) for s, x in sents]
         if "overview" in question.asks:
             sents = overview_bonus(sents, scorer.knobs.overview_boost)
         # An overview asks for nothing narrower than the paper: the words of the question only name or describe it.

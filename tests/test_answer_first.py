@@ -1188,6 +1188,14 @@ def test_an_either_or_question_is_answered_with_the_alternative_the_evidence_nam
     b = select_evidence(q, emb.embed([q.scored])[0], [Hit(rhi, 1.0)], SentenceScorer(emb), 1, 1, 1.0)[0]
     assert b.sentences == ("The algorithm is model-free.",)
     text = f"{b.sentences[0]} [1]."
+    # Seen on a blind dev question: the sentence presenting the framework shares the question's subject ("its agent
+    # ... train") and outranked the one naming the alternative.
+    opt = make_paper("Agents lack domain knowledge. We propose the Opt-Miner framework, which trains its agent with "
+                     "synthesized supervised data for fine-tuning. Based on synthesized data, we propose R-GRPO for agent "
+                     "reinforcement learning.", "o.txt", 0)
+    asked = Q.read("Does Opt-Miner train its agent with supervised fine-tuning only, or with reinforcement learning?")
+    b2 = select_evidence(asked, emb.embed([asked.scored])[0], [Hit(opt, 1.0)], SentenceScorer(emb), 1, 1, 1.0)[0]
+    assert b2.sentences == ("Based on synthesized data, we propose R-GRPO for agent reinforcement learning.",)
     assert compose.with_choice(text, q.choices) == f"Model-free: {text}"
     assert compose.with_choice("Both settings are studied [1].", q.choices) == "Both settings are studied [1]."
 
