@@ -37,7 +37,7 @@ from .embed import Embedder
 from .lexical import LexicalIndex
 from .records import Hit, Passage
 from .store import ChunkStore, StoredChunk
-from .text import tokens
+from .text import spelled_out, tokens
 
 # Endings a word's other forms do not share: "speeding" / "speed", "deletions" / "delete", "provably" / "provable".
 _SUFFIX = re.compile(r"(?:ations?|ingly|ings?|edly|ed|ally|ly|ies|es|s)$")
@@ -219,6 +219,10 @@ class Retriever:
                     not (any(c.isdigit() for c in word) or any(c.isupper() for c in word)):
                 continue
             head = tokens(re.split(r"[-/]", word)[0], drop_stopwords=False)
+            # A field's acronym ("LMs") is not absent where the abstracts spell it out ("language models").
+            long = spelled_out(word)
+            if long and all(self.lexical.knows(w) for w in long):
+                continue
             if head and len(head[0]) >= 3 and not self.lexical.knows(head[0]):
                 out.append(word)
         return tuple(dict.fromkeys(out))

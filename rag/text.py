@@ -142,7 +142,13 @@ _FIELD_ACRONYMS = {
     "mllms": ("multimodal", "large", "language", "models"), "dp": ("differential", "privacy"),
     "sgd": ("stochastic", "gradient", "descent"), "moe": ("mixture", "experts"),
     "rag": ("retrieval-augmented", "generation"), "nlp": ("natural", "language", "processing"),
+    "lm": ("language", "model"), "lms": ("language", "models"),
 }
+
+
+def spelled_out(acronym: str) -> tuple[str, ...]:
+    """The words a field's acronym stands for ("LMs" -> ("language", "models")); () for any other word."""
+    return _FIELD_ACRONYMS.get(acronym.lower(), ())
 
 
 def with_acronyms(words: set[str], text_words: set[str]) -> set[str]:

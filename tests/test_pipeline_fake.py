@@ -155,6 +155,9 @@ def test_a_capital_that_opens_a_sentence_is_not_an_absent_name(built) -> None:  
     # "What" and "According" open sentences; "GSM8K" names something no abstract contains.
     assert r.absent_terms("A study cut privacy leakage. What gate did it use? According to it, GSM8K?") == ("GSM8K",)
     assert r.absent_terms("How much does PrivGate reduce privacy leakage?") == ()
+    # Seen on a blind dev question: "fine-tuning LMs" abstained on, though abstracts write "language models".
+    assert r.absent_terms("Which paper fine-tunes LMs to empower people?") == ()
+    assert r.absent_terms("Which paper fine-tunes XYZs to empower people?") == ("XYZs",)
 
 
 def test_a_follow_up_answered_with_the_discussed_papers_name_is_not_an_answer(built) -> None:  # type: ignore[no-untyped-def]
@@ -267,9 +270,10 @@ def test_a_comparison_naming_two_papers_sets_both_side_by_side(built) -> None:  
     # Seen: "SOLAR vs NAEViT" answered from NAEViT alone. Asked first, and after a turn about something else.
     for history in ([], [{"role": "user", "content": "Which papers study privacy?"},
                          {"role": "assistant", "content": "- Link stealing [1].", "paper_ids": [GNN_LINKS]}]):
-        ans = a.ask("How does PrivGate differ from RKME?", history=history)
-        assert set(ans.focus) == {PRIVGATE, LEARNWARE}, (ans.focus, ans.searched)
-        assert {c.paper.paper_id for c in ans.citations} == {PRIVGATE, LEARNWARE} and ans.text.startswith("- ")
+        for q in ("How does PrivGate differ from RKME?", "What does PrivGate have in common with RKME?"):
+            ans = a.ask(q, history=history)
+            assert set(ans.focus) == {PRIVGATE, LEARNWARE}, (q, ans.focus, ans.searched)
+            assert {c.paper.paper_id for c in ans.citations} == {PRIVGATE, LEARNWARE} and ans.text.startswith("- ")
     # One named paper and a description of nothing rare: not a side-by-side; nor a paper described by what it does.
     assert len(a.ask("How does PrivGate compare with earlier methods?").focus) < 2
     assert len(a.ask("Which method, by comparing specifications with learnware inversion, bounds the risk?").focus) < 2
