@@ -157,12 +157,13 @@ _BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|
                  r"propose|proposes|use|uses|study|studies|show|shows|say|says|find|finds|report|reports|achieve|"
                  r"achieves|introduce|introduces|address|addresses|claim|claims|about)\b)")
 # Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
-# refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always.
+# refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always; "the
+# authors", but not "the authors of" a paper the question names.
 _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|this (paper|work|method|"
                    r"approach|model|one)|that (paper|work|method|approach|model|one)|the (same|former|latter) ?\w*|"
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
                    r"the (first|last) (two|three)|" + _BARE_ORDINAL + "|" + _THE_N +
-                   r"|the (paper|method|approach|framework|model)|"
+                   r"|the (paper|method|approach|framework|model)|the authors?(?!\s+of\b)|"
                    r"compare them|each of them|one of them)\b", re.IGNORECASE)
 # A question that asks for a paper of its own, or says it changes the subject: its "it" / "its" is that new paper
 # ("Something else: is there a paper that recommends meals, and what is its dataset called?"); see _new_subject.
@@ -241,7 +242,7 @@ _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
 _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|difference|differences|different|"
-                       r"versus|vs|better than|worse than|similar to)\b", re.IGNORECASE)
+                       r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies))\b", re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
                            # "public" as what the artefact is ("Is the code public?"), not an attribute of

@@ -171,6 +171,10 @@ def test_question_reading() -> None:
     assert Q.read("Does it need gradients?").wants == "yesno"
     assert Q.read("And how large were its gains?").refers_back
     assert not Q.read("And which papers use diffusion?").refers_back
+    # Seen on a blind conversation: "What compact representation do the authors introduce?" answered from another
+    # paper. "The authors of X" names its own paper.
+    assert Q.read("What compact representation do the authors introduce?").refers_back
+    assert not Q.read("Who are the authors of PrivGate?").refers_back
     assert Q.pointed_at("What about the second one?", 3) == [1]
     assert Q.pointed_at("Compare the first two.", 3) == [0, 1]
     assert Q.pointed_at("How do they differ?", 3) == [0, 1, 2]
