@@ -82,6 +82,20 @@ _COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baseli
                        r"state[- ]of[- ]the[- ]art)\b", re.IGNORECASE)
 
 
+# Where an abstract states how its method works: "we propose AREW ... that uses directional critiques", "by
+# projecting ...", "through a distribution-aware trajectory sampling mechanism", "Specifically, ... we perform QR
+# decomposition ...".
+_MEANS = re.compile(r"\b(?:by|via|through|using|uses?|leverag\w*|employ\w*|based on|relies on|rather than)\b|"
+                    r"^\W*specifically\b", re.IGNORECASE)
+
+
+def states_means(sentence: str) -> bool:
+    """Does the sentence say how the paper's own method works ("we propose AREW, ... that uses easy-to-obtain
+    directional critiques", "Rather than ..., our approach introduces ...") rather than what it found?"""
+    return (speaks_of_itself(sentence) and (presents_work(sentence) or bool(_MEANS.search(sentence)))
+            and not reports_finding(sentence) and not states_availability(sentence))
+
+
 def states_comparison(sentence: str) -> bool:
     """Does the sentence compare the work with others ("outperforming several multi-task optimization methods")?"""
     return bool(_COMPARED.search(sentence))
@@ -109,6 +123,8 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering) -> float:
         bonus += knobs.choice_boost
     if "reason" in asks and states_cause(sentence):
         bonus += knobs.reason_boost
+    if "means" in asks and states_means(sentence):
+        bonus += knobs.means_boost
     if "comparison" in asks and states_comparison(sentence):
         bonus += knobs.comparison_boost
     if "finding" in asks and reports_finding(sentence):
@@ -257,7 +273,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
-        if question.asks & {"reason", "comparison", "finding"} or question.choices:
+        if question.asks & {"reason", "means", "comparison", "finding"} or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             sents = [(s, x + cue_bonus(question, s, scorer.knobs)) for s, x in sents]
         if "overview" in question.asks:
