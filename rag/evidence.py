@@ -96,6 +96,18 @@ def states_means(sentence: str) -> bool:
             and not reports_finding(sentence) and not states_availability(sentence))
 
 
+# A sentence answering the one before it as a problem: "To address this issue, we propose ...", "To mitigate this,".
+_ADDRESSES = re.compile(r"^\W*to (?:address|mitigate|overcome|tackle|solve|remedy|alleviate|fix|resolve|close) "
+                        r"(?:this|these|that|those|both|the (?:above|aforementioned))\b", re.IGNORECASE)
+
+
+def poses_problem(sents: list[tuple[str, float]]) -> set[int]:
+    """Indices of the sentences stating the problem the next one sets out to solve: "We argue that this sparse
+    supervision leaves the representation space under-constrained ..." before "To address this issue, we propose
+    NITP ..."."""
+    return {i for i in range(len(sents) - 1) if _ADDRESSES.search(sents[i + 1][0])}
+
+
 def states_comparison(sentence: str) -> bool:
     """Does the sentence compare the work with others ("outperforming several multi-task optimization methods")?"""
     return bool(_COMPARED.search(sentence))
@@ -275,7 +287,10 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
         if question.asks & {"reason", "means", "comparison", "finding"} or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
-            sents = [(s, x + cue_bonus(question, s, scorer.knobs)) for s, x in sents]
+            problem = poses_problem(sents) if "reason" in question.asks else set()
+            # A problem known only from the sentence after it is a weaker cue than a cause stated: half the boost.
+            sents = [(s, x + (scorer.knobs.reason_boost / 2 if i in problem and not states_cause(s)
+                              else cue_bonus(question, s, scorer.knobs))) for i, (s, x) in enumerate(sents)]
         if "overview" in question.asks:
             sents = overview_bonus(sents, scorer.knobs.overview_boost)
         # An overview asks for nothing narrower than the paper: the words of the question only name or describe it.

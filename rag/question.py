@@ -112,7 +112,7 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
                           # "what properties of ... make forecasting them hard"
                           r"\bwhat\b[^?,;]{0,80}?\bmakes?\b[^?,;]{0,60}?\b(?:hard|harder|difficult|challenging|"
                           r"expensive|costly|slow|fail|unstable|ineffective|impractical)\b|"
-                          r"\bstruggles? (?:with|to)\b|"
+                          r"\bstruggles? (?:with|to)\b|\bwhat (?:goes|went|is|was|gets) wrong\b|"
                           r"\bwhat (?:(?:is|are|was|were) the )?(?:(?:two|three|main|key|major|central|core|"
                           r"systematic|fundamental|primary|biggest|chief) ){0,2}"
                           r"(?:problems?|issues?|limitations?|challenges?|difficult(?:y|ies)|bottlenecks?|"

@@ -202,7 +202,8 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
                  "What does the grokking paper identify as the main driver of grokking?",
                  "What does the benefit of combining both label types actually come from, if not imitation?",
                  "According to the diet paper, what makes it hard to get each person to adopt such habits?",
-                 "What problem with learning values from imagined rollouts does the paper try to fix?"),
+                 "What problem with learning values from imagined rollouts does the paper try to fix?",
+                 "According to the NITP paper, what goes wrong with the hidden representations?"),
                 ("A paper proves that the hidden causes behind data can be recovered. What must hold for their space?",
                  "For the RL unlearning method, what kind of decision problems is the algorithm built for?",
                  "An LLM agent only stops to reason carefully when flagged. How much leakage does it cut?"))
@@ -225,6 +226,25 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
         scorer = SentenceScorer(emb, Answering(reason_boost=weight, opening_sentence_penalty=0.0))
         blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(right, 0.5), Hit(other, 0.45)], scorer, 1, 1, 1.0)
         assert [b.hit.paper for b in blocks] == [right]
+
+
+def test_the_problem_a_paper_sets_out_to_solve_answers_what_goes_wrong() -> None:
+    from rag.evidence import poses_problem
+
+    # Seen on a blind dev question: "what goes wrong with the hidden representations?" answered by the sentence
+    # proposing the fix, not by the one before "To address this issue" that states the problem.
+    paper = make_paper("Standard next-token prediction supervises language models through discrete labels. We argue "
+                       "that this one-hot supervision leaves hidden representations under-constrained and degenerate. "
+                       "To address this issue, we propose NITP, which supervises hidden representations directly. "
+                       "NITP improves MMLU-Pro by 5.7%.", "n.txt", 0)
+    sents = [(x, 0.0) for x in split_sentences(paper.abstract)]
+    assert poses_problem(sents) == {1}
+    q = Q.read("According to the NITP paper, what goes wrong with the hidden representations?")
+    emb = HashEmbedder()
+    for weight, first in ((0.0, "To address this issue"), (2.0, "We argue")):
+        scorer = SentenceScorer(emb, Answering(reason_boost=weight, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
+        assert blocks[0].sentences[0].startswith(first), blocks[0].sentences
 
 
 def test_a_question_asking_how_is_answered_by_the_sentence_stating_the_means() -> None:
