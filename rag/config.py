@@ -252,10 +252,6 @@ class Answering(Group):
     finding_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence reporting a "
                                                   "finding (\"we find that\", \"experiments show\") when the question "
                                                   "asks what a study found, showed or concluded")
-    means_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence stating its own "
-                                                "method's means (\"we propose ... that uses ...\", \"by ...\", "
-                                                "\"through ...\"; not a finding) when the question asks how it does "
-                                                "something")
     choice_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence naming one "
                                                  "alternative of an either/or question (\"Is RHI model-based or "
                                                  "model-free?\" -> \"We propose a model-free algorithm\")")

@@ -82,20 +82,6 @@ _COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baseli
                        r"state[- ]of[- ]the[- ]art)\b", re.IGNORECASE)
 
 
-# Where an abstract states how its method works: "we propose AREW ... that uses directional critiques", "by
-# projecting ...", "through a distribution-aware trajectory sampling mechanism", "Specifically, ... we perform QR
-# decomposition ...".
-_MEANS = re.compile(r"\b(?:by|via|through|using|uses?|leverag\w*|employ\w*|based on|relies on|rather than)\b|"
-                    r"^\W*specifically\b", re.IGNORECASE)
-
-
-def states_means(sentence: str) -> bool:
-    """Does the sentence say how the paper's own method works ("we propose AREW, ... that uses easy-to-obtain
-    directional critiques", "Rather than ..., our approach introduces ...") rather than what it found?"""
-    return (speaks_of_itself(sentence) and (presents_work(sentence) or bool(_MEANS.search(sentence)))
-            and not reports_finding(sentence) and not states_availability(sentence))
-
-
 # A sentence answering the one before it as a problem: "To address this issue, we propose ...", "To mitigate this,".
 _ADDRESSES = re.compile(r"^\W*to (?:address|mitigate|overcome|tackle|solve|remedy|alleviate|fix|resolve|close) "
                         r"(?:this|these|that|those|both|the (?:above|aforementioned))\b", re.IGNORECASE)
@@ -135,8 +121,6 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering) -> float:
         bonus += knobs.choice_boost
     if "reason" in asks and states_cause(sentence):
         bonus += knobs.reason_boost
-    if "means" in asks and states_means(sentence):
-        bonus += knobs.means_boost
     if "comparison" in asks and states_comparison(sentence):
         bonus += knobs.comparison_boost
     if "finding" in asks and reports_finding(sentence):
@@ -285,7 +269,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
-        if question.asks & {"reason", "means", "comparison", "finding"} or question.choices:
+        if question.asks & {"reason", "comparison", "finding"} or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             problem = poses_problem(sents) if "reason" in question.asks else set()
             # A problem known only from the sentence after it is a weaker cue than a cause stated: half the boost.

@@ -124,13 +124,6 @@ WANTS_FINDING = re.compile(r"\bwhat (?:did|does|do|have|has)\b(?:\s+[\w\-']+){0,
                            r"\bwhat(?:'s| (?:are|were|is|was)) "
                            r"(?:the|its|their) (?:main |key |headline |central |most important )?(?:findings?|"
                            r"conclusions?|results?)\b", re.IGNORECASE)
-# "How does AREW mitigate ...?", "how do the new algorithms avoid ...?": the means is asked for, which an abstract
-# states where it speaks of its own method ("we propose ... that uses ...", "by ...", "through ..."). Not "how does it
-# compare / perform", nor "how much / many / well".
-WANTS_MEANS = re.compile(r"^\s*(?:(?:and|so|but)\s+)?how\s+(?:does|do|did|is|are|was|were|can|could)\b"
-                         r"(?![^?]*\b(?:compare[sd]?|comparison|differ(?:s|ed|ent|ence|ences)?|perform\w*|fare|relate|"
-                         r"scale)\b)",
-                         re.IGNORECASE)
 # "Which baselines does X beat?", "what kind of competing methods ...": read in what is asked, not in the clause
 # describing the paper ("... a politician's traits against a rival").
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
@@ -460,8 +453,6 @@ def read(question: str, alone: bool = False) -> Question:
     ask = ask_part(question)
     if WANTS_COMPARISON.search(ask or question):
         asks.append("comparison")
-    if WANTS_MEANS.search(ask or question):
-        asks.append("means")
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
     phrase = "a duration (hours, days or minutes)" if duration else quantity.group(1).strip() if quantity else ""
     heads = tuple(h[-1] for part in re.split(r"\s+(?:and|or)\s+|,\s*", phrase) if (h := tokens(part))
