@@ -247,6 +247,21 @@ def test_the_problem_a_paper_sets_out_to_solve_answers_what_goes_wrong() -> None
         assert blocks[0].sentences[0].startswith(first), blocks[0].sentences
 
 
+def test_which_paper_is_answered_by_the_sentence_presenting_its_work() -> None:
+    # Seen on a blind conversation: "Which paper generates dynamic point cloud sequences ...?" answered by "First, we
+    # design a multi-resolution feature scaffold ..." rather than the sentence proposing the paper's framework.
+    paper = make_paper("Reinforcement learning for language models is slow. To address this, we propose active "
+                       "distribution shaping. Experiments show reinforcement learning for language models speeds up "
+                       "1.77x with shorter sampled answers.", "r.txt", 0)
+    q = Q.read("Which paper speeds up reinforcement learning for language models by making sampled answers shorter?")
+    assert q.kind == "which" and not q.asks
+    emb = HashEmbedder()
+    for weight, first in ((0.0, "Experiments show"), (2.0, "To address this")):
+        scorer = SentenceScorer(emb, Answering(overview_boost=weight, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
+        assert blocks[0].sentences[0].startswith(first), blocks[0].sentences
+
+
 def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_stated() -> None:
     # An effect asked for, or "make" without a difficulty, asks for no cause.
     assert_asks("reason",
