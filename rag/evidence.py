@@ -275,7 +275,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             # A problem known only from the sentence after it is a weaker cue than a cause stated: half the boost.
             sents = [(s, x + (scorer.knobs.reason_boost / 2 if i in problem and not states_cause(s)
                               else cue_bonus(question, s, scorer.knobs))) for i, (s, x) in enumerate(sents)]
-        if "overview" in question.asks or (question.kind == "which" and not question.asks):
+        if "overview" in question.asks or (question.kind == "which" and not question.asks and not question.compound):
             # "Which paper generates dynamic point clouds ...?" is answered by the paper presenting its work.
             sents = overview_bonus(sents, scorer.knobs.overview_boost)
         # An overview asks for nothing narrower than the paper: the words of the question only name or describe it.

@@ -238,8 +238,10 @@ _SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:
                       re.IGNORECASE)
 # A name an expansion question asks to spell out: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs").
 _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
-# A second question after the first: "What does SVG stand for, and what does it not need ...?"
-_SECOND = re.compile(r"(?:,\s*|\band\s+)(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
+# A second question after the first: "What does SVG stand for, and what does it not need ...?", "Which paper does
+# Bayesian optimization, and on what domains?"
+_SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under)\s+)?"
+                     r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
 _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|difference|differences|different|"
                        r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies))\b", re.IGNORECASE)

@@ -260,6 +260,14 @@ def test_which_paper_is_answered_by_the_sentence_presenting_its_work() -> None:
         scorer = SentenceScorer(emb, Answering(overview_boost=weight, opening_sentence_penalty=0.0))
         blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
         assert blocks[0].sentences[0].startswith(first), blocks[0].sentences
+    # A second question asks something narrower than the paper: its sentence is not outranked by the presenting one.
+    more = Q.read("And which paper speeds up reinforcement learning, and on what hardware?")
+    assert more.kind == "which" and more.compound
+    domains = make_paper("Reinforcement learning is slow. To address this, we propose active distribution shaping. "
+                         "It speeds up reinforcement learning on GPU hardware.", "d.txt", 0)
+    scorer = SentenceScorer(emb, Answering(opening_sentence_penalty=0.0))
+    blocks = select_evidence(more, emb.embed([more.scored])[0], [Hit(domains, 0.9)], scorer, 1, 1, 1.0)
+    assert blocks[0].sentences[0].startswith("It speeds up"), blocks[0].sentences
 
 
 def test_a_cause_asked_in_other_words_is_read_as_one_and_a_denied_cause_is_not_stated() -> None:
