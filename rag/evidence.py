@@ -376,11 +376,13 @@ _FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|stu
                     r"(?:are\s+|is\s+)?(?:there\s+)?|summari[sz]e\s+(?:the\s+)?(?:work|papers|research)?\s*|"
                     r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+|"
                     r"how\s+many\s+(?:of\s+the\s+)?(?:papers|works?|studies|articles|abstracts)\s+(?:are\s+|is\s+)?"
-                    r"(?:there\s+)?)",
+                    r"(?:there\s+)?|(?:and\s+)?(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|work|studies|"
+                    r"research)\s+|any\s+(?:papers|work|studies|research)\s+|"
+                    r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works)\s+)",
                     re.IGNORECASE)
 _GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
-                     "analyses propose proposes deal deals address addresses tackle summarize summarise overview "
-                     "research approaches methods".split())
+                     "analyses propose proposes deal deals dealing address addresses tackle summarize summarise "
+                     "overview research approaches methods".split())
 
 
 def topic_alternatives(question: str) -> list[list[str]]:

@@ -79,7 +79,11 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"(which|what) (papers|studies|works|articles|research)\b|"
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
-                     r"(papers|work|research) (on|about)|papers (on|about))", re.IGNORECASE)
+                     r"(papers|work|research) (on|about)|papers (on|about)|"
+                     # "What about papers dealing with time series?", "Any papers on privacy?", "Show me papers ..."
+                     r"(what|how) about (the )?(other )?(papers|work|studies|research)\b|"
+                     r"any (papers|work|studies|research) (on|about|that|dealing|using|with)\b|"
+                     r"(show|find|give) (me )?(all )?(the )?(papers|studies|works)\b)", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
@@ -368,8 +372,8 @@ def ask_part(question: str) -> str:
     e.g. "In the work on RL robust to model mismatch, what estimator is proposed?" -> "what estimator is proposed?";
     "A study found X. What does it say Y comes from?" -> "What does it say Y comes from?"; "What does GHM stand for
     in the offline model-based RL paper?" -> "What does GHM stand for?"; "Which privacy notion does the privacy-gated
-    LLM agent paper aim to secure?" -> "Which privacy notion does aim to secure?". A description of one word ("the full name
-    of the RHI algorithm") names what is asked about and stays.
+    LLM agent paper aim to secure?" -> "Which privacy notion does aim to secure?". A description of one word ("the
+    full name of the RHI algorithm") names what is asked about and stays.
     """
     parts = re.split(r"(?<=[.!])\s+(?=[A-Z])", question.strip())
     ask = parts[-1] if len(parts) > 1 and parts[-1].rstrip().endswith("?") else question.strip()

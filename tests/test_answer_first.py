@@ -181,6 +181,16 @@ def test_question_reading() -> None:
     assert Q.pointed_at("What are its limitations?", 3) == [0]
     assert Q.pointed_at("And the last one?", 3) == [2]
     assert Q.read("And which papers work on graph neural networks?").kind == "summary"
+    # Seen on a blind conversation: "What about papers dealing with time-series forecasting ...?" answered from one
+    # paper's sentences.
+    for listing in ("What about papers dealing with time-series forecasting?", "Any papers on privacy?",
+                    "Show me papers about reinforcement learning"):
+        assert Q.read(listing).kind == "summary", listing
+    from rag.evidence import topic_alternatives
+    assert topic_alternatives("What about papers dealing with time-series forecasting?") == [["time", "series",
+                                                                                              "forecasting"]]
+    assert Q.read("What about its limitations?").kind != "summary"
+    assert Q.read("How about the other paper?").kind != "summary"
     assert Q.read("In the work on RL that erases data, which setting is used?").kind != "summary"
     assert Q.read("Which datasets does the few-shot one use?").described
     assert not Q.read("What about the second one?").described
@@ -1238,8 +1248,8 @@ def test_an_either_or_question_is_answered_with_the_alternative_the_evidence_nam
     # Seen on a blind dev question: the sentence presenting the framework shares the question's subject ("its agent
     # ... train") and outranked the one naming the alternative.
     opt = make_paper("Agents lack domain knowledge. We propose the Opt-Miner framework, which trains its agent with "
-                     "synthesized supervised data for fine-tuning. Based on synthesized data, we propose R-GRPO for agent "
-                     "reinforcement learning.", "o.txt", 0)
+                     "synthesized supervised data for fine-tuning. Based on synthesized data, we propose R-GRPO for "
+                     "agent reinforcement learning.", "o.txt", 0)
     asked = Q.read("Does Opt-Miner train its agent with supervised fine-tuning only, or with reinforcement learning?")
     b2 = select_evidence(asked, emb.embed([asked.scored])[0], [Hit(opt, 1.0)], SentenceScorer(emb), 1, 1, 1.0)[0]
     assert b2.sentences == ("Based on synthesized data, we propose R-GRPO for agent reinforcement learning.",)
