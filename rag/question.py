@@ -68,6 +68,9 @@ _A_KIND = re.compile(r"\b(?:kind|kinds|type|types|sort|sorts|class|classes)\s+of
 # singular or a single coined name.
 _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe|explain)\s+)"
                         r"(?:(?i:(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?(?:paper|study|article))\b(?!s)|"
+                        # "Summarize the third one", "summarize it" (after a listing: one of its papers)
+                        r"(?i:it|the\s+(?:first|second|third|fourth|fifth|last|other)(?:\s+one)?|this\s+one|"
+                        r"that\s+one)\s*[?.!]?\s*$|"
                         r"(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+\s*[?.!]?\s*$)")
 # "How many papers are about RL?": a listing that opens with its count (`COUNT`).
 _COUNTED = r"how many (?:of the )?(?:papers|studies|works|articles|abstracts)\b"

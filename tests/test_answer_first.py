@@ -191,6 +191,10 @@ def test_question_reading() -> None:
                                                                                               "forecasting"]]
     assert Q.read("What about its limitations?").kind != "summary"
     assert Q.read("How about the other paper?").kind != "summary"
+    # Tried in the chat: "Summarize the third one" after a listing gave one listing line, not an overview of it.
+    for one in ("Summarize the third one", "Summarize it", "Describe the last one."):
+        assert Q.read(one).kind != "summary" and "overview" in Q.read(one).asks, one
+    assert Q.read("Summarize them").kind == Q.read("Summarize the first two").kind == "summary"
     assert Q.read("In the work on RL that erases data, which setting is used?").kind != "summary"
     assert Q.read("Which datasets does the few-shot one use?").described
     assert not Q.read("What about the second one?").described
