@@ -480,10 +480,9 @@ class Assistant:
             return CANNOT_ANSWER, "abstained", [], dropped
         assert self._scorer is not None
         papers = self._scorer.sentences([b.hit for b in blocks])
-        # "And which model does it match?" about SERA: "SERA [1]." names the paper discussed, not what was asked.
-        subject = " ".join(support.short_name(b.hit.paper.title) for b in blocks if b.hit.paper.paper_id in q.pinned)
-        sentences, checks = support.check(text, f"{q.text} {subject}".rstrip(), blocks, self.embedder, papers,
-                                          knobs, instructions=self.prompts.system)
+        known = f"{q.text} {discussed(q, blocks)}".rstrip()
+        sentences, checks = support.check(text, known, blocks, self.embedder, papers, knobs,
+                                          instructions=self.prompts.system)
         if q.summary:
             text, wrote = compose.summary(checks, blocks, q, knobs)
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
@@ -506,6 +505,16 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
     embedder = embedder or load_embedder(settings.embedding, cache_dir=settings.paths.data_dir)
     return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
                        progress=progress)
+
+
+def discussed(q: Q.Question, blocks: list[Evidence]) -> str:
+    """What the user already knows of the papers a follow-up is about, read with the question when judging whether
+    an answer sentence adds anything: "And which model does it match?" about SERA: "SERA [1]." names the paper
+    discussed, not what was asked; "What datasets?" about TFMixer: its title ("TFMixer: a joint time–frequency
+    modeling framework …") says nothing more, unless what is asked is what the paper is or does."""
+    whole = q.kind == "factoid" and "overview" not in q.asks
+    return " ".join(b.hit.paper.title if whole else support.short_name(b.hit.paper.title)
+                    for b in blocks if b.hit.paper.paper_id in q.pinned)
 
 
 def _listed_from_evidence(q: Q.Question, knobs: Answering) -> bool:

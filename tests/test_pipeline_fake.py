@@ -178,6 +178,29 @@ def test_a_follow_up_answered_with_the_discussed_papers_name_is_not_an_answer(bu
     assert answered.mode == "generated" and answered.text.startswith("Devstral-Small-2 [1].")
 
 
+def test_a_follow_ups_answer_is_judged_beside_what_is_known_of_the_paper_discussed() -> None:
+    from dataclasses import replace
+
+    from rag import question as Q
+    from rag import support
+    from rag.parse import make_paper
+    from rag.pipeline import discussed
+    from rag.records import Evidence, Hit
+
+    paper = replace(make_paper("We propose TFMixer for forecasting. It is tested on IMTS benchmarks.", "t.txt", 0),
+                    title="TFMixer: a joint time-frequency modeling framework for IMTS forecasting")
+    blocks = [Evidence(n=1, hit=Hit(paper, 0.9), sentences=(), sentence_scores=())]
+    # Tried in the chat: "What datasets?" about TFMixer answered with its title, which says nothing asked for.
+    narrow = replace(Q.read("What datasets?"), pinned=(paper.paper_id,))
+    assert discussed(narrow, blocks) == paper.title
+    assert support.restates(f"{paper.title} [1].", f"{narrow.text} {discussed(narrow, blocks)}")
+    # Asked what it does, the title is the answer: only its short name is known.
+    broad = replace(Q.read("What does it do?"), pinned=(paper.paper_id,))
+    assert discussed(broad, blocks) == "TFMixer"
+    assert not support.restates(f"{paper.title} [1].", f"{broad.text} {discussed(broad, blocks)}")
+    assert discussed(Q.read("What datasets?"), blocks) == ""  # not a follow-up: nothing known
+
+
 def test_a_follow_up_describing_a_paper_the_last_answer_did_not_cite_finds_it(built) -> None:  # type: ignore[no-untyped-def]
     s, emb, _ = built
     a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok", "ok"]))
