@@ -96,7 +96,9 @@ _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me
                          r"(?:index|collection|corpus|library))))(?:\s+(?:you\s+have|here|indexed|in\s+(?:the|this|your)\s+"
                          r"(?:index|collection|corpus|library)))?\s*[?.!]?\s*$", re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
-WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)",
+WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)|"
+                   # "What is the best paper for few-shot learning with noisy labels?"
+                   r"\bwhat(?:'s| is) the (?:best|most relevant|right|main|key) (?:paper|work|study|article)\b(?!s)",
                    re.IGNORECASE)
 WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|small)|by how|(what|which) (percentage|"
                           r"fraction|proportion|share|number|ratio|rate|factor|margin|size|accuracy|speed-?up|"
@@ -264,7 +266,10 @@ _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints
                            r"\b(?:releas|shar|publish|open[- ]sourc)\w*\s+(?:(?:the|its|their|any|all)\s+)?"
                            r"(?:source\s+)?(?:code|implementation|weights|checkpoints?)\b|"
                            r"^\s*(?:does|do|did|will|is|are|has|have)\b[^?]*\b(?:releas|shar|publish|open[- ]sourc)"
-                           r"\w*\s+(?:(?:the|its|their|any|all)\s+)?(?:\w+\s+)?(?:models?|data(?:sets?)?|benchmarks?)\b",
+                           r"\w*\s+(?:(?:the|its|their|any|all)\s+)?(?:\w+\s+)?(?:models?|data(?:sets?)?|benchmarks?)\b|"
+                           # a follow-up of two words: "Any code?", "And the code?", "Code?"
+                           r"^\s*(?:and\s+)?(?:(?:any|the|its|their)\s+)?(?:source\s+)?(?:code|implementation|"
+                           r"weights|checkpoints|repo|repository)\s*[?.!]?\s*$",
                            re.IGNORECASE)
 # The paper's own weaknesses asked for; not those of earlier work it addresses ("What limitation of existing
 # methods motivates NDA?", "which drawback does it fix?").

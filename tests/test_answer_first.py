@@ -166,6 +166,8 @@ def test_question_reading() -> None:
     assert Q.read("Which papers use diffusion models?").kind == "summary"
     assert Q.read("Summarize the work on RL for LLM agents").kind == "summary"
     assert Q.read("Which paper proposes PrivGate?").kind == "which"
+    assert Q.read("What is the best paper for few-shot learning with noisy labels?").kind == "which"
+    assert Q.read("What is the SERA paper about?").kind != "which"
     assert Q.read("By what factor is training cost reduced?").wants == "number"
     assert Q.read("What does SOLAR stand for?").wants == "expansion"
     assert Q.read("Does it need gradients?").wants == "yesno"

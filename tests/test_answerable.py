@@ -57,6 +57,9 @@ def test_whether_code_is_available_needs_a_link_or_a_statement() -> None:
     assert read("Do they share their weights?").availability
     assert not read("Which papers release a new dataset?").availability
     assert not read("How does the paper share parameters across layers?").availability
+    # A follow-up of two words, tried in the chat: "Any code?" was answered with the paper's title.
+    assert read("Any code?").availability and read("And the code?").availability
+    assert not read("What code does SERA generate?").availability
     assert "nothing about code" in (unanswerable_reason(asked, [PRIV]) or "")
     linked = make_paper("We propose NITP. Our implementation is available at https://github.com/a/NITP.", "n.txt", 0)
     promised = make_paper("We propose SOLAR, a retrieval model. Code will be available upon publication.", "s.txt", 0)
