@@ -385,10 +385,15 @@ _GENERIC = frozenset("use uses using apply applies applied work works working st
                      "overview research approaches methods".split())
 
 
+# The field every paper is in names no topic: "attacks on machine learning models" is about attacks, "machine
+# learning applied to clinical data" about clinical data.
+_UMBRELLA = re.compile(r"\b(?:machine learning|deep learning|artificial intelligence)\b", re.IGNORECASE)
+
+
 def topic_alternatives(question: str) -> list[list[str]]:
     """The topic's alternatives, each as its content words: "Which papers use diffusion models or LiDAR?" ->
     [["diffusion", "models"], ["lidar"]]; a paper on any one alternative is on the topic."""
-    topic = _FRAME.sub("", question).rstrip(" ?.")
+    topic = _UMBRELLA.sub(" ", _FRAME.sub("", question)).rstrip(" ?.")
     parts = re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic)
     # A hyphenated word counts through its parts ("llm-based" -> "llm", "based"), not as a rarer word of its own
     # that papers saying "LLM agents" lack.

@@ -11,6 +11,12 @@ def test_alternatives_split_on_or_slash_and_commas() -> None:
         ["image", "text", "retrieval"], ["point", "clouds"]]  # a compound counts through its parts
     # "and" joins words of one alternative: a paper needs both
     assert topic_alternatives("Which papers study robustness and fairness?") == [["robustness", "fairness"]]
+    # The field every paper is in names no topic. Tried in the chat: "attacks on machine learning models" listed a
+    # diffusion paper through "machine" (rarer in the seeds than "attacks") and left out the attack papers.
+    assert topic_alternatives("Which papers study attacks on machine learning models?") == [["attacks", "models"]]
+    assert topic_alternatives("Which papers apply machine learning to biological or clinical data?") == [
+        ["biological"], ["clinical", "data"]]
+    assert topic_alternatives("Which papers use deep learning?") == []
 
 
 def test_a_paper_covers_the_topic_through_any_one_alternative() -> None:
