@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .evidence import states_cause
+from .evidence import states_cause, topic_alternatives
 from .question import Question
 from .records import Hit, Paper
 from .text import speaks_of_itself, split_sentences, states_availability, states_limitation, tokens
@@ -44,9 +44,26 @@ def gate(question: Question, hits: Sequence[Hit], min_similarity: float) -> str 
     if not hits:
         return "no paper matches the question"
     close = max(h.best_similarity for h in hits) >= min_similarity
-    if not close and not question.pinned and not question.distinctive(_words(hits[0].paper)):
+    if not close and not question.pinned and not question.distinctive(_words(hits[0].paper)) \
+            and not _topic_found(question, hits):
         return "no abstract is close enough to the question"
     return None
+
+
+def _topic_found(question: Question, hits: Sequence[Hit]) -> bool:
+    """A listing whose topic, one word or a few, a retrieved paper holds in full: "Which papers are about
+    efficiency?" is short and far from every chunk by cosine, yet several abstracts are about efficiency; which of
+    them are on the topic is then decided per paper (`evidence.relevant_papers`)."""
+    if question.kind != "summary":
+        return False
+    alternatives = topic_alternatives(question.text)
+    return any(all(_holds(w, words) for w in alt) for alt in alternatives
+               for words in (_words(h.paper) for h in hits))
+
+
+def _holds(term: str, words: set[str]) -> bool:
+    """The paper writes the term itself, singular or plural ("efficiency"; "transformers" is not "transformation")."""
+    return bool({term, term + "s", term.removesuffix("s")} & words)
 
 
 def _words(paper: Paper) -> set[str]:

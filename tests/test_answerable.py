@@ -116,3 +116,17 @@ def test_pipeline_abstains_with_the_reason_and_never_calls_the_model(tmp_path: P
     code = Assistant(s, embedder=emb, generator=ScriptedGenerator(["Yes [1]."])).ask("Is the code available?",
                                                                                    history=history)
     assert code.abstained and "PrivGate" in code.searched and "nothing about code" in " ".join(code.notices)
+
+
+def test_a_listing_whose_topic_a_retrieved_paper_holds_is_not_abstained_on() -> None:
+    from rag.answerable import gate
+    from rag.records import Hit
+
+    # Tried in the chat: "Which papers are about efficiency?" is far from every chunk by cosine (0.19) and abstained,
+    # though several abstracts are about efficiency.
+    efficient = make_paper("We improve inference efficiency of vision-language models by pruning tokens.", "e.txt", 0)
+    hits = [Hit(efficient, 0.2, best_similarity=0.19)]
+    assert gate(read("Which papers are about efficiency?"), hits, 0.3) is None
+    # A word the paper only resembles ("transformation" for "transformers"), or a question about one paper: abstain.
+    assert gate(read("Which papers use transformers?"), hits, 0.3) == "no abstract is close enough to the question"
+    assert gate(read("How much does it improve efficiency?"), hits, 0.3) is not None
