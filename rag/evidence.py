@@ -110,17 +110,21 @@ def states_cause(sentence: str) -> bool:
     return any(not _DENIED.search(sentence[max(0, m.start() - 20):m.start()]) for m in _CAUSE.finditer(sentence))
 
 
-def cue_bonus(question: Q.Question, sentence: str, knobs: Answering) -> float:
+def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool = False) -> float:
     """Inside the evidence paper: `knobs.reason_boost` for a sentence stating a cause when the question asks for one
-    ("Why ...?", "what drives ...?"), `knobs.comparison_boost` for one comparing the work with others when it asks
-    which methods the paper beats, `knobs.finding_boost` for one reporting a finding when it asks what a study
-    found, `knobs.choice_boost` for one naming an alternative of an either/or question."""
+    ("Why ...?", "what drives ...?"), half of it for one stating the problem the next sentence sets out to solve
+    (`poses`, see `poses_problem`: a weaker cue than a cause stated), `knobs.comparison_boost` for one comparing
+    the work with others when it asks which methods the paper beats, `knobs.finding_boost` for one reporting a
+    finding when it asks what a study found, `knobs.choice_boost` for one naming an alternative of an either/or
+    question."""
     asks = question.asks
     bonus = 0.0
     if question.choices and chosen(question.choices, sentence):
         bonus += knobs.choice_boost
     if "reason" in asks and states_cause(sentence):
         bonus += knobs.reason_boost
+    elif "reason" in asks and poses:
+        bonus += knobs.reason_boost / 2
     if "comparison" in asks and states_comparison(sentence):
         bonus += knobs.comparison_boost
     if "finding" in asks and reports_finding(sentence):
@@ -272,9 +276,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         if question.asks & {"reason", "comparison", "finding"} or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             problem = poses_problem(sents) if "reason" in question.asks else set()
-            # A problem known only from the sentence after it is a weaker cue than a cause stated: half the boost.
-            sents = [(s, x + (scorer.knobs.reason_boost / 2 if i in problem and not states_cause(s)
-                              else cue_bonus(question, s, scorer.knobs))) for i, (s, x) in enumerate(sents)]
+            sents = [(s, x + cue_bonus(question, s, scorer.knobs, i in problem)) for i, (s, x) in enumerate(sents)]
         if "overview" in question.asks or (question.kind == "which" and not question.asks and not question.compound):
             # "Which paper generates dynamic point clouds ...?" is answered by the paper presenting its work.
             sents = overview_bonus(sents, scorer.knobs.overview_boost)
@@ -376,9 +378,7 @@ _FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|stu
                     r"(?:are\s+|is\s+)?(?:there\s+)?|summari[sz]e\s+(?:the\s+)?(?:work|papers|research)?\s*|"
                     r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+|"
                     r"how\s+many\s+(?:of\s+the\s+)?(?:papers|works?|studies|articles|abstracts)\s+(?:are\s+|is\s+)?"
-                    r"(?:there\s+)?|(?:and\s+)?(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|work|studies|"
-                    r"research)\s+|any\s+(?:papers|work|studies|research)\s+|"
-                    r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works)\s+)",
+                    r"(?:there\s+)?|(?:and\s+)?" + Q.LISTING_LEAD + r"\s+)",
                     re.IGNORECASE)
 _GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
                      "analyses propose proposes deal deals dealing address addresses tackle summarize summarise "

@@ -76,17 +76,18 @@ _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an 
 _COUNTED = r"how many (?:of the )?(?:papers|studies|works|articles|abstracts)\b"
 COUNT = re.compile(r"\b" + _COUNTED, re.IGNORECASE)
 # Only as the question's frame: "In the work on RL that ..., which ...?" asks about one paper.
+# Other ways to ask for a listing, as users type them: "What about papers dealing with time series?", "Any papers on
+# privacy?", "Show me papers about RL" (also dropped from the topic: `evidence.topic_alternatives`).
+LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|work|studies|research)|"
+                r"any\s+(?:papers|work|studies|research)|"
+                r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works))")
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
                      + _COUNTED + r"|"
                      r"(which|what) (papers|studies|works|articles|research)\b|"
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
-                     r"(papers|work|research) (on|about)|papers (on|about)|"
-                     # "What about papers dealing with time series?", "Any papers on privacy?", "Show me papers ..."
-                     r"(what|how) about (the )?(other )?(papers|work|studies|research)\b|"
-                     r"any (papers|work|studies|research) (on|about|that|dealing|using|with)\b|"
-                     r"(show|find|give) (me )?(all )?(the )?(papers|studies|works)\b)", re.IGNORECASE)
+                     r"(papers|work|research) (on|about)|papers (on|about)|" + LISTING_LEAD + r"\s)", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
