@@ -104,10 +104,11 @@ def play(asker: Asker, conv: Conversation) -> list[dict[str, Any]]:
         previous = tuple(c.paper.paper_id for c in ans.citations)
         history += [{"role": "user", "content": turn.question},
                     {"role": "assistant", "content": ans.text, "paper_ids": list(previous)}]
-    if conv.kind == "switch" and len(out) >= 2:
-        last, before = out[-1], out[-2]
-        stale = set(before["cited"]) - set(last["gold"])
-        last["switch_ok"] = not (set(last["cited"]) & stale)
+    if conv.kind == "switch":  # the last turn whose subject shares no paper with the turn before; a third may follow it
+        at = next((i for i in range(len(out) - 1, 0, -1) if not set(out[i]["gold"]) & set(out[i - 1]["gold"])), None)
+        if at is not None:
+            stale = set(out[at - 1]["cited"]) - set(out[at]["gold"])
+            out[-1]["switch_ok"] = not (set(out[at]["cited"]) & stale)
     return out
 
 

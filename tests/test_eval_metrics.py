@@ -333,3 +333,23 @@ def test_what_the_user_reads_first() -> None:
     assert M.own_words("It works [1]. “a 62.6% cut in leakage” [1]", "generated").count("62.6") == 0
     assert M.own_words("anything", "extractive") == ""
     assert M.median([3, None, 1, 2]) == 2.0 and M.median([]) is None
+
+
+@pytest.mark.parametrize(("second_cites", "ok"), [("p2", True), ("p1", False)])
+def test_a_switch_is_judged_where_the_subject_changes_not_on_a_third_turn_about_the_new_subject(
+        second_cites: str, ok: bool) -> None:
+    """A switch conversation may ask more of its new subject in a third turn; the switch is judged on the turn whose
+    gold shares no paper with the turn before (judged on the third, a stale paper would never be seen)."""
+    from eval.conversations import Conversation, Turn, play
+
+    cites = {"About p1?": "p1", "And which paper does Y?": second_cites, "What data?": "p2"}
+
+    class Asker:
+        def ask(self, question: str, history: list[dict[str, Any]] | None = None) -> Answer:
+            return Answer(question=question, text="It [1].", citations=(Citation(1, _paper(cites[question])),),
+                          hits=(), abstained=False, timings={}, model="fake", settings_fingerprint="fp")
+
+    conv = Conversation("s1", "switch", "dev", (Turn("About p1?", ("p1",), ()), Turn("And which paper does Y?",
+                                                                                     ("p2",), ()),
+                                                 Turn("What data?", ("p2",), ())))
+    assert play(Asker(), conv)[-1]["switch_ok"] is ok

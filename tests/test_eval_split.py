@@ -74,8 +74,8 @@ def test_conversations_are_well_formed() -> None:
             assert len(before["gold"]) >= 2, c["id"]
         else:
             assert "refers_to" not in last and last["gold"], c["id"]
-        if c["kind"] == "switch":  # the new subject shares no paper with the old one
-            assert not set(last["gold"]) & set(before["gold"]), c["id"]
+        if c["kind"] == "switch":  # a new subject shares no paper with the old one (a third turn may ask more of it)
+            assert any(not set(b["gold"]) & set(a["gold"]) for a, b in zip(turns, turns[1:])), c["id"]
         if c["kind"] == "drilldown":  # the listing opens; a third turn may ask more of the paper drilled into
             listing = turns[0]
             assert len(listing["gold"]) >= 2 and set(last["gold"]) < set(listing["gold"]), c["id"]
@@ -83,8 +83,9 @@ def test_conversations_are_well_formed() -> None:
             assert len(last["gold"]) >= 2 and last["facts"] == [], c["id"]
         if c["kind"] == "elliptical":  # the follow-up is about the paper of the turn before
             assert len(before["gold"]) == 1 and last["gold"] == before["gold"], c["id"]
-        if c["kind"] == "select":  # "which of them ...?": one paper of the listing before
-            assert len(before["gold"]) >= 2 and len(last["gold"]) == 1 and set(last["gold"]) < set(before["gold"]), \
+        if c["kind"] == "select":  # "which of them ...?": one paper of the opening listing (a third turn asks more)
+            listing = turns[0]
+            assert len(listing["gold"]) >= 2 and len(last["gold"]) == 1 and set(last["gold"]) < set(listing["gold"]), \
                 c["id"]
 
 
