@@ -31,7 +31,7 @@ from typing import Any
 
 from . import question as Q
 from .support import markers_in
-from .text import MARKER, split_sentences
+from .text import MARKER, split_sentences, written_in
 
 Message = dict[str, Any]
 
@@ -113,7 +113,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         if intent.summary or not asked or not Q.short(question):
             return Focus(question)
         cited = previous_citations(history, locate)
-        return Focus(question, (cited[0],)) if cited and asked <= words(cited[0]) else Focus(question)
+        written = words(cited[0]) if cited else set()
+        return Focus(question, (cited[0],)) if cited and all(written_in(w, written) for w in asked) \
+            else Focus(question)
     together = Q.taken_together(question)
     cited = previous_citations(history, locate, at_least=together or 1)
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was

@@ -94,6 +94,16 @@ def poses_problem(sents: list[tuple[str, float]]) -> set[int]:
     return {i for i in range(len(sents) - 1) if _ADDRESSES.search(sents[i + 1][0])}
 
 
+# Where an abstract names its own method: "we propose AREW, a simple ...", "we introduce Robust Halpern Iteration".
+_NAMES_METHOD = re.compile(r"\b(?:we|this paper|this work)\s+(?:\w+\s+)?(?:propose|introduce|present|develop)s?\b"
+                           r"[^.;]{0,60}?(?<![\w-])[A-Z][\w-]*[A-Z]")
+
+
+def names_method(sentence: str) -> bool:
+    """Does the sentence name the paper's own method ("To mitigate this issue, we propose AREW, ...")?"""
+    return bool(_NAMES_METHOD.search(sentence))
+
+
 def states_comparison(sentence: str) -> bool:
     """Does the sentence compare the work with others ("outperforming several multi-task optimization methods")?"""
     return bool(_COMPARED.search(sentence))
@@ -116,7 +126,7 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
     (`poses`, see `poses_problem`: a weaker cue than a cause stated), `knobs.comparison_boost` for one comparing
     the work with others when it asks which methods the paper beats, `knobs.finding_boost` for one reporting a
     finding when it asks what a study found, `knobs.choice_boost` for one naming an alternative of an either/or
-    question."""
+    question, `knobs.overview_boost` for one naming the paper's own method when the question asks what it is called."""
     asks = question.asks
     bonus = 0.0
     if question.choices and chosen(question.choices, sentence):
@@ -129,6 +139,8 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
         bonus += knobs.comparison_boost
     if "finding" in asks and reports_finding(sentence):
         bonus += knobs.finding_boost
+    if "method_name" in asks and names_method(sentence):
+        bonus += knobs.overview_boost
     return bonus
 
 
@@ -273,7 +285,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
-        if question.asks & {"reason", "comparison", "finding"} or question.choices:
+        if question.asks & {"reason", "comparison", "finding", "method_name"} or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             problem = poses_problem(sents) if "reason" in question.asks else set()
             sents = [(s, x + cue_bonus(question, s, scorer.knobs, i in problem)) for i, (s, x) in enumerate(sents)]
@@ -329,8 +341,15 @@ def continued(sents: list[tuple[str, float]], weight: float) -> list[tuple[str, 
     return out
 
 
+# Words a question and an abstract use for one quantity (stems): "Does it make training cheaper?" is answered by
+# "... reducing training cost by 9.7x"; "faster" by a speed-up.
+_SAME = {"cheap": "cost", "costl": "cost", "expen": "cost", "fast": "speed", "faste": "speed", "quick": "speed",
+         "slow": "speed", "slowe": "speed", "laten": "speed"}
+
+
 def _stem(word: str) -> str:
-    return word[:5] if len(word) >= 5 else word
+    s = word[:5] if len(word) >= 5 else word
+    return _SAME.get(s, s)
 
 
 # Nouns abstracts use for one another when a question asks for one (stems, see _stem): "which datasets ...?" is
@@ -354,7 +373,8 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
     if not (weight or noun_weight) or not sents:
         return sents
     written = [set(tokens(s)) for s, _ in sents]
-    asked = {_stem(t) for t in with_acronyms(set(tokens(question)), set().union(*written))}
+    # (a clitic's lone letter is no word: "what's" -> "s", which "agent’s" would match)
+    asked = {_stem(t) for t in with_acronyms(set(tokens(question)), set().union(*written)) if len(t) > 1}
     head = {_stem(t) for t in tokens(noun)}
     kin = _KIN.get(_stem(noun), frozenset()) if len(head) == 1 else frozenset()
 
@@ -390,10 +410,16 @@ _GENERIC = frozenset("use uses using apply applies applied work works working st
 _UMBRELLA = re.compile(r"\b(?:machine learning|deep learning|artificial intelligence)\b", re.IGNORECASE)
 
 
+# Words pointing at the collection itself, not the topic: "... in this set", "What research here ...", "Which papers in
+# the collection ...".
+_HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my)\s+(?:set|collection|corpus|list|"
+                   r"index|abstracts|seeds)|here)\b", re.IGNORECASE)
+
+
 def topic_alternatives(question: str) -> list[list[str]]:
     """The topic's alternatives, each as its content words: "Which papers use diffusion models or LiDAR?" ->
     [["diffusion", "models"], ["lidar"]]; a paper on any one alternative is on the topic."""
-    topic = _UMBRELLA.sub(" ", _FRAME.sub("", question)).rstrip(" ?.")
+    topic = _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", question))).rstrip(" ?.")
     parts = re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic)
     # A hyphenated word counts through its parts ("llm-based" -> "llm", "based"), not as a rarer word of its own
     # that papers saying "LLM agents" lack.

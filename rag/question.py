@@ -9,7 +9,8 @@ of matching the question's text again each on their own.
   ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), "reason" ("why ...", "what drives
   ...", "what makes it hard ..."), "finding" ("what did the experiment find / show ...?", "what is its headline
   result?"), "overview" (what one paper is about or does: "What is the SERA paper about?", "Summarize the SERA
-  paper", "Is there a paper on ...?"), "comparison" (what is asked is which methods it beats: "which baselines does X
+  paper", "Is there a paper on ...?"), "method_name" (what the paper's own method is called: "What's their fix
+  called?"), "comparison" (what is asked is which methods it beats: "which baselines does X
   outperform?"), "count" (a listing's length: "How many papers are about RL?"), or "" when nothing narrower is
   asked; `asks` holds every one of those the question matches, `wants` the first; exists: it asks whether a paper
   on something exists ("Is there a paper on ...?", "Do any of the papers ...?");
@@ -52,6 +53,11 @@ WANTS_OVERVIEW = re.compile(
     r"attack)\b|\b(?:in|as) (?:one|a single|a) (?:sentence|line|nutshell)\b|"
     r"\bis there (?:a|any|one) (?:paper|work|study|article|method)\b|"
     r"\b(?:do|does) (?:any|one) (?:of )?(?:the )?(?:papers?|abstracts?|works?)\b", re.IGNORECASE)
+# The name of the paper's own method, which the sentence proposing it gives: "What's their fix called?"
+WANTS_METHOD_NAME = re.compile(
+    r"\bwhat(?:'s|’s| is| was)\s+(?:(?:their|its|the|this|that)\s+)?(?:proposed\s+|new\s+)?(?:fix|method|approach|"
+    r"solution|framework|algorithm|technique|remedy|it|this)\s+(?:called|named)\b|\bwhat do (?:they|the authors) call "
+    r"(?:it|their (?:fix|method|approach|solution|framework|algorithm|technique))\b", re.IGNORECASE)
 # Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
 # that ...", "Do any of the papers ...".
 _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
@@ -104,7 +110,9 @@ WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b
 WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|small)|by how|(what|which) (percentage|"
                           r"fraction|proportion|share|number|ratio|rate|factor|margin|size|accuracy|speed-?up|"
                           r"improvement|gain|reduction|increase)|"
-                          r"by what|what (is|was) the (size|number|count))\b", re.IGNORECASE)
+                          r"by what|what (is|was) the (size|number|count)|how (high|low|high up|deep))\b|"
+                          # a fragment ending on a bound: "noise level up to?", "speedup of at most?"
+                          r"\b(up to|at (most|least))\s*\?", re.IGNORECASE)
 WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat)", re.IGNORECASE)
 WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
                         r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?)\b|\bname",
@@ -190,7 +198,8 @@ _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNOR
 # "the few-shot one", "the database paper": an earlier paper named by what it is about (not "the second one").
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b|"
-                        r"\bthe (?:paper|work|study) (?:on|about) [\w\-]+(?: [\w\-]+){0,3}", re.IGNORECASE)
+                        r"\bthe (?:paper|work|study) (?:on|about) [\w\-]+(?: [\w\-]+){0,3}|"
+                        r"\bthe one (?:on|about|for|with|that|which|where) [\w\-]+(?: [\w\-]+){0,3}", re.IGNORECASE)
 # "Which of them ...?", "Which one ...?", "Which of the two ...?": one of the papers the last answer cited.
 _SELECT = re.compile(r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?(?:which|what)\s+(?:one\s+)?of\s+(?:them|these|those|the\s+"
                      r"(?:two|three|four|five|\d+|(?:[\w\-]+\s+)?(?:papers|ones|works|methods|approaches)))\b|"
@@ -207,7 +216,8 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     parameters size setting settings application applications proof guarantee guarantees theory main key idea ideas
     contribution contributions problem problems available open source year published summary s
     tell me you explain elaborate describe go please really released release public publicly github weights
-    checkpoints implementation downloadable fewer greater percent percentage times factor points""".split())
+    checkpoints implementation downloadable fewer greater percent percentage times factor points only too also just
+    vs versus called named name fix solution approach technique""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
@@ -447,7 +457,7 @@ def read(question: str, alone: bool = False) -> Question:
         kind = "factoid"
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
                                  ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING),
-                                 ("overview", WANTS_OVERVIEW))
+                                 ("overview", WANTS_OVERVIEW), ("method_name", WANTS_METHOD_NAME))
             if (pattern.search(question) or (k == "overview" and _ONE_PAPER.search(question)))
             # A second question asks something narrower: "is there a paper that ..., and what is its dataset?"
             and not (k == "overview" and (kind == "summary" or _SECOND.search(question, 1)))]

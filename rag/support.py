@@ -23,7 +23,7 @@ from .config import Answering
 from .embed import Embedder
 from .orders import addressed
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
-from .text import MARKER, search_form, split_sentences, tokens
+from .text import MARKER, search_form, split_sentences, stem, tokens
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Words that carry no content of their own in an answer sentence ("The paper shows that ...").
@@ -83,10 +83,6 @@ def numbers_stated(sentence: str, text: str) -> bool:
     return True
 
 
-def _stem(word: str) -> str:
-    return word[:5] if len(word) >= 5 else re.sub(r"(es|s|ed)$", "", word)
-
-
 def restates(sentence: str, question: str) -> bool:
     """The sentence adds nothing the question asked for: no content word or number the question lacks.
 
@@ -96,8 +92,8 @@ def restates(sentence: str, question: str) -> bool:
     """
     if re.match(r"^\s*(does|do|did|is|are|was|were|can|could|has|have|will|would)\b", question, re.IGNORECASE):
         return False
-    asked = {_stem(w) for w in content_words(question)}
-    new = {w for w in content_words(sentence) if _stem(w) not in asked}
+    asked = {stem(w) for w in content_words(question)}
+    new = {w for w in content_words(sentence) if stem(w) not in asked}
     return not new and not set(numbers_in(sentence)) - set(numbers_in(question))
 
 
@@ -108,15 +104,31 @@ def short_name(title: str) -> str:
     return head.strip() if colon and 0 < len(head.split()) <= 3 else ""
 
 
+# A name as papers write one: a capital after the first letter or a digit ("STT-LLM", "LiDAR", "GPT-4o", "R2G").
+_NAMED = re.compile(r"\b[A-Za-z][\w-]*?(?:[A-Z]|\d)[\w-]*")
+
+
+def invented_names(sentence: str, known: set[str]) -> list[str]:
+    """The names in the sentence that `known` (tokens of the paper and the question) never writes: "We evaluate
+    STT-LML on ..." when the paper names STT-LLM. A model's misspelt or invented name is never grounded, however few
+    the sentence's other foreign words."""
+    def written(token: str) -> bool:  # "LLMs" for "LLM", and back
+        return token in known or token.removesuffix("s") in known or token + "s" in known
+    return [m.group() for m in _NAMED.finditer(MARKER.sub(" ", sentence))
+            if not all(written(t) for t in tokens(m.group(), drop_stopwords=False))]
+
+
 def grounded(sentence: str, paper_text: str, policy: Answering, question: str = "") -> bool:
-    """Every number of the sentence occurs in the paper, and few of its words are foreign to it (and to
-    `question`: a word the question holds is restated, not invented)."""
+    """Every number of the sentence occurs in the paper, no name is foreign to it, and few of its other words are
+    (nor to `question`: a word the question holds is restated, not invented)."""
     if not numbers_stated(sentence, paper_text):
         return False
     words = set(tokens(MARKER.sub(" ", sentence)))
     if not words:
         return True
-    known = set(tokens(paper_text)) | set(tokens(question))
+    known = set(tokens(paper_text, drop_stopwords=False)) | set(tokens(question, drop_stopwords=False))
+    if invented_names(sentence, known):
+        return False
     return len(words - known) / len(words) <= policy.support_max_novelty
 
 
@@ -127,8 +139,8 @@ def stated_in(sentence: str, paper_sentences: list[str], policy: Answering, ters
     contourlet representation [2]." is stated by "... we introduce a neural contourlet representation ..."."""
     words = content_words(sentence)
     if besides:
-        asked = {_stem(w) for w in content_words(besides)}
-        words = {w for w in words if _stem(w) not in asked}
+        asked = {stem(w) for w in content_words(besides)}
+        words = {w for w in words if stem(w) not in asked}
     nums = numbers_in(sentence)
     if not words and not nums:
         return False

@@ -479,6 +479,30 @@ def search_form(text: str) -> str:
     return s.lower()
 
 
+# An inflection a stem drops: "-ing", "-ed" (not the "eed" of "speed"), "-es" (not after s: "classes" keeps "class"),
+# "-s" (not "-ss").
+_INFLECTION = re.compile(r"(?:ing|(?<!e)ed|(?<!s)es|(?<![su])s)$")
+
+
+def stem(word: str) -> str:
+    """A crude stem for matching a question's words to a sentence's: the inflection dropped (when three letters
+    remain), then the first five letters. e.g. "mixing", "mixed", "mixes" -> "mix"; "datasets" -> "datas";
+    "labelled" -> "label"; "speed", "speeds" -> "speed"; "class", "classes" -> "class"."""
+    base = _INFLECTION.sub("", word)
+    return (base if len(base) >= 3 else word)[:5]
+
+
+def written_in(word: str, words: set[str]) -> bool:
+    """Does a text whose tokens are `words` write `word`, inflected, hyphenated or spelt out? e.g. "multiclass" in
+    {"multi-class"}, "matches" in {"matching"}, "rl" in {"reinforcement", "learning"}."""
+    if word in words:
+        return True
+    root = stem(word)
+    expansion = spelled_out(word)
+    return any(stem(w) == root or w.replace("-", "") == word for w in words) or bool(expansion) and all(
+        x in words for x in expansion)
+
+
 def tokens(text: str, drop_stopwords: bool = True) -> list[str]:
     """Lexical tokens: keeps "9.7x", "mm2mm", "llm-based" whole and also yields their parts.
 

@@ -17,6 +17,11 @@ def test_alternatives_split_on_or_slash_and_commas() -> None:
     assert topic_alternatives("Which papers apply machine learning to biological or clinical data?") == [
         ["biological"], ["clinical", "data"]]
     assert topic_alternatives("Which papers use deep learning?") == []
+    # Words pointing at the collection name no topic either: "set" took a weight in a blind dev listing.
+    assert topic_alternatives("summarize the work on contrastive learning in this set") == [["contrastive", "learning"]]
+    assert topic_alternatives("What research here uses group theory or symmetry groups?") == [
+        ["group", "theory"], ["symmetry", "groups"]]
+    assert topic_alternatives("Which papers in the collection study privacy?") == [["privacy"]]
 
 
 def test_a_paper_covers_the_topic_through_any_one_alternative() -> None:
