@@ -305,6 +305,10 @@ class Answering(Group):
     summary_sure_cover: float = Field(0.1, description="... while its text holds at least this share of the "
                                                        "alternative's rare-word weight (one close sentence does not "
                                                        "put a paper sharing none of the topic's words on it)")
+    summary_topic_sentence: float = Field(0.4, description="or one of its sentences has at least this cosine to the "
+                                                           "topic itself (the question without its frame) ...")
+    summary_topic_cover: float = Field(0.5, description="... while its text holds at least this share of the "
+                                                        "alternative's rare-word weight; 0 turns that route off")
     summary_min_idf: float = Field(1.4, description="words commoner than this idf (over papers: in more than about a "
                                                     "quarter of them) do not name a topic")
     support_similarity: float = Field(0.6, description="an answer sentence paraphrases its cited paper when its "
@@ -467,6 +471,7 @@ ALIASES = {
 MOVED = {f"generation.{name}": f"answer.{name}" for name in (
     "sentences_per_paper", "evidence_papers", "evidence_margin", "evidence_cover_weight", "evidence_focus_weight",
     "summary_candidates", "summary_max_papers", "summary_min_cover", "summary_min_sentence", "summary_sure_sentence",
+    "summary_topic_sentence", "summary_topic_cover",
     "summary_min_idf", "locate_similarity", "history_turns")} | {"retrieval.chroma_url": "store.chroma_url"}
 
 

@@ -416,10 +416,16 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
                    r"index|abstracts|seeds)|here)\b", re.IGNORECASE)
 
 
+def topic_of(question: str) -> str:
+    """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
+    symmetry groups"."""
+    return _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", question))).strip(" ?.")
+
+
 def topic_alternatives(question: str) -> list[list[str]]:
     """The topic's alternatives, each as its content words: "Which papers use diffusion models or LiDAR?" ->
     [["diffusion", "models"], ["lidar"]]; a paper on any one alternative is on the topic."""
-    topic = _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", question))).rstrip(" ?.")
+    topic = topic_of(question)
     parts = re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic)
     # A hyphenated word counts through its parts ("llm-based" -> "llm", "based"), not as a rarer word of its own
     # that papers saying "LLM agents" lack.
@@ -465,7 +471,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     A paper is on the topic when its text holds most of one topic alternative's rare words (idf-weighted, words
     common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
     sentence is very close and its text holds at least some of those words ("few-shot learning" does not take in a
-    contrastive-learning paper through one sentence about learning from few images). No cut relative to the other
+    contrastive-learning paper through one sentence about learning from few images), or when one of its sentences is
+    close to the topic itself (`topic_of`) and its text holds half of those words. No cut relative to the other
     papers: a fifth relevant paper is listed however far the fourth is above it. The thresholds are `knobs.summary_*`.
     """
     if not hits:
@@ -476,16 +483,24 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         if weights:
             alternatives.append(weights)
     scored = scorer.score(question, qvec, hits)
+    # The question's frame ("What research here ...") dilutes a sentence's score against the whole question; the
+    # topic alone is close to the sentence that is on it ("transformation inversion on general Lie groups").
+    topic = topic_of(question.scored) if knobs.summary_topic_cover and alternatives else ""
+    to_topic = scorer.similarity(topic, hits) if topic else {}
     kept: list[tuple[float, Hit, list[tuple[str, float]]]] = []
     for h in hits:
-        sents = scored.get(h.paper.paper_id, [])
+        pid = h.paper.paper_id
+        sents = scored.get(pid, [])
         best = max((x for s, x in sents if topical(s, question.scored)), default=0.0)
         text = topical(h.paper.raw, question.scored) + " " + h.paper.title
         cover = topic_cover(alternatives, text) if alternatives else 0.0
         # Without rare topic words (a topic of common words only) the sentence alone decides.
         sure_cover = knobs.summary_sure_cover if alternatives else 0.0
+        closest = max((float(c) for (s, _), c in zip(sents, to_topic.get(pid, ())) if topical(s, question.scored)),
+                      default=0.0)
         if ((cover >= knobs.summary_min_cover and best >= knobs.summary_min_sentence)
-                or (best >= knobs.summary_sure_sentence and cover >= sure_cover)):
+                or (best >= knobs.summary_sure_sentence and cover >= sure_cover)
+                or (topic and closest >= knobs.summary_topic_sentence and cover >= knobs.summary_topic_cover)):
             kept.append((best + cover, h, sents))
     if not kept and not closest_if_none:
         return []

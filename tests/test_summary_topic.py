@@ -61,3 +61,31 @@ def test_a_paper_is_listed_on_cover_and_sentence_or_on_a_very_close_sentence() -
     assert listed() == [on, partly]
     assert listed(summary_sure_cover=0.0) == [on, partly, close]  # the sentence alone decides
     assert close in listed(rare={})  # a topic of common words only: nothing to hold, the sentence decides
+
+
+def test_a_paper_whose_sentence_is_close_to_the_topic_alone_is_listed() -> None:
+    """The question's frame dilutes a sentence's score against the whole question (a blind dev listing, "What research
+    here uses group theory or symmetry groups?", missed the Lie-groups paper); the topic alone is close to it."""
+    from fakes import HashEmbedder
+
+    from rag import question as Q
+    from rag.config import Answering
+    from rag.evidence import SentenceScorer, relevant_papers, topic_of
+    from rag.parse import make_paper
+    from rag.records import Hit
+
+    emb = HashEmbedder()
+    q = Q.read("What research here uses group theory or symmetry groups?")
+    assert topic_of(q.scored) == "uses group theory or symmetry groups"
+    lie = make_paper("We recover transformations on Lie groups using group theory.", "a.txt", 0)
+    off = make_paper("Our survey uses many ideas of others.", "a.txt", 1)
+    rare = {"group": 2.0, "theory": 2.0, "groups": 3.0, "symmetry": 3.0}
+
+    def listed(**knobs: float) -> list[object]:
+        k = Answering(summary_min_cover=0.6, summary_min_sentence=0.9, summary_sure_sentence=0.95, **knobs)
+        blocks = relevant_papers(q, emb.embed([q.scored])[0], [Hit(lie, 1.0), Hit(off, 1.0)], SentenceScorer(emb, k),
+                                 lambda ws: {w: rare[w] for w in ws if w in rare}, k, closest_if_none=False)
+        return [b.hit.paper for b in blocks]
+
+    assert listed() == [lie]
+    assert listed(summary_topic_cover=0.0) == []  # the route off: no sentence is close enough to the whole question
