@@ -59,6 +59,15 @@ def previous_citations(history: Sequence[Message], locate: Callable[[str], str |
     return papers
 
 
+def latest_list(history: Sequence[Message], locate: Callable[[str], str | None]) -> list[str]:
+    """The papers of the latest assistant turn that cited two or more, in citation order ([] when none did)."""
+    for turn in (m for m in reversed(history) if m.get("role") == "assistant"):
+        papers = _cited(turn, locate)
+        if len(papers) >= 2:
+            return papers
+    return []
+
+
 def _cited(last: Message, locate: Callable[[str], str | None]) -> list[str]:
     """Paper ids one assistant turn cited, in the order it first cited them."""
     kept = last.get("paper_ids")
@@ -118,6 +127,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             else Focus(question)
     together = Q.taken_together(question)
     cited = previous_citations(history, locate, at_least=together or 1)
+    if len(cited) < 2 and Q.by_position(question):
+        # "And the first one?" after a drill-down into the second paper of a list: the places are the list's.
+        cited = latest_list(history, locate) or cited
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)

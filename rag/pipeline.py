@@ -227,7 +227,11 @@ class Assistant:
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
             titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
-            q = q.in_context(f"{question} (about: {titles[:400]})", focus.papers, focus.described, focus.side_by_side)
+            asked = question
+            if Q.only_points(question):  # "And the first one?": the last question, asked of that paper
+                asked = next((m["content"] for m in reversed(history) if m.get("role") == "user"), question)
+                q = Q.read(asked)
+            q = q.in_context(f"{asked} (about: {titles[:400]})", focus.papers, focus.described, focus.side_by_side)
         else:
             q = q.in_context(focus.searched)
         return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched),

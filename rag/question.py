@@ -526,6 +526,27 @@ def compared_parts(question: str) -> list[str]:
     return [p for p in parts if p]
 
 
+# A follow-up that only points at another earlier paper: "And the first one?", "What about the second?", "and for the
+# other one?"; it asks of that paper what the question before it asked.
+_ONLY_POINTS = re.compile(r"^\s*(?:(?:and|so|ok|okay)\s+)?(?:(?:what|how)\s+about\s+)?(?:for\s+)?the\s+(?:first|second|"
+                          r"third|fourth|fifth|last|other)(?:\s+(?:one|paper|work|method))?\s*[?.!]*\s*$",
+                          re.IGNORECASE)
+
+
+def only_points(question: str) -> bool:
+    """Does the question only point at an earlier paper ("And the first one?"), asking what the last question asked?"""
+    return bool(_ONLY_POINTS.match(question))
+
+
+def by_position(question: str) -> bool:
+    """Does the question pick earlier papers by their place in a list ("the second one", "and the first one?", "the
+    first two", "the last paper")?"""
+    m = _ORDINAL.search(question)
+    return bool(_FIRST_N.search(question)) or bool(m) and bool(
+        m.group(2) or re.search(r"\b(paper|one|work|method)s?\b", question, re.IGNORECASE)
+        or re.search(_BARE_ORDINAL, question, re.IGNORECASE))
+
+
 def pointed_at(question: str, count: int) -> list[int]:
     """Which of the `count` previously cited papers (0-based, in citation order) the question points at.
 
@@ -540,8 +561,7 @@ def pointed_at(question: str, count: int) -> list[int]:
         n = min(_COUNTS[m.group(2).lower()], count)
         return list(range(count - n, count)) if m.group(1).lower() == "last" else list(range(n))
     m = _ORDINAL.search(question)
-    if m and (m.group(2) or re.search(r"\b(paper|one|work|method)s?\b", question, re.IGNORECASE)
-              or re.search(_BARE_ORDINAL, question, re.IGNORECASE)):
+    if m and by_position(question):
         word = m.group(1).lower()
         i = count - 1 if word == "last" else _ORDINALS[word]
         return [i] if i < count else []

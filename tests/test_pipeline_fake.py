@@ -324,3 +324,20 @@ def test_list_all_papers_lists_the_collection_with_its_count(built) -> None:  # 
     assert part.text.startswith(f"{len(catalog.ids_where([source]))} papers are indexed")
     assert {c.paper.source for c in part.citations} == {source}
     assert gen.prompts == []  # nothing for a model to say of papers on no topic, whatever its summary settings
+
+
+def test_and_the_first_one_after_a_drill_down_asks_the_last_question_of_the_lists_first_paper(built) -> None:  # type: ignore[no-untyped-def]
+    """A list [GNN link stealing, PrivGate], "how does the second one cut leakage?" (PrivGate), then "And the first
+    one?": the first of the list, not of the single-paper answer before it, asked what the last question asked."""
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"] * 3))
+    history = [{"role": "user", "content": "Which papers study privacy attacks or leakage?"},
+               {"role": "assistant", "content": "- A [1].\n- B [2].", "paper_ids": [GNN_LINKS, PRIVGATE]},
+               {"role": "user", "content": "How much does the second one cut leakage?"},
+               {"role": "assistant", "content": "By 62.6% [1].", "paper_ids": [PRIVGATE]}]
+    ans = a.ask("And the first one?", history=history)
+    assert ans.focus == (GNN_LINKS,) and ans.searched.startswith("How much does the second one cut leakage?")
+    assert [c.paper.paper_id for c in ans.citations] == [GNN_LINKS]
+    # "the second one" with a list behind it is the list's second, however many papers the last answer cited.
+    again = a.ask("What does the second one propose?", history=history)
+    assert again.focus == (PRIVGATE,)
