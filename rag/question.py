@@ -541,10 +541,11 @@ def only_points(question: str) -> bool:
 def by_position(question: str) -> bool:
     """Does the question pick earlier papers by their place in a list ("the second one", "and the first one?", "the
     first two", "the last paper")?"""
+    if _FIRST_N.search(question):
+        return True
     m = _ORDINAL.search(question)
-    return bool(_FIRST_N.search(question)) or bool(m) and bool(
-        m.group(2) or re.search(r"\b(paper|one|work|method)s?\b", question, re.IGNORECASE)
-        or re.search(_BARE_ORDINAL, question, re.IGNORECASE))
+    return m is not None and bool(m.group(2) or re.search(r"\b(paper|one|work|method)s?\b", question, re.IGNORECASE)
+                                  or re.search(_BARE_ORDINAL, question, re.IGNORECASE))
 
 
 def pointed_at(question: str, count: int) -> list[int]:
