@@ -232,6 +232,9 @@ class Answering(Group):
                                                        "the paper counts that unit with its number")
     reorder_by_evidence: bool = Field(True, description="the model's sentence restating the best-ranked evidence "
                                                           "sentence answers first, not the one it wrote first")
+    counted_unit_boost: float = Field(1.0, description="inside the evidence paper, added to a sentence stating an "
+                                                       "amount and naming the unit a \"how many <unit> ...?\" "
+                                                       "question counts (\"200,000+ synthetic trajectories\")")
     asked_noun_boost: float = Field(1.0, description="inside the evidence paper, added to a sentence holding the "
                                                      "noun a \"what/which ...\" question asks for (\"which datasets "
                                                      "...?\" -> a sentence with \"datasets\")")

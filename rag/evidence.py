@@ -31,6 +31,7 @@ from .records import Evidence, Hit, Paper
 from .text import (
     chosen,
     continues,
+    counts,
     has_quantity,
     names_model,
     points_back,
@@ -289,6 +290,11 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             problem = poses_problem(sents) if "reason" in question.asks else set()
             sents = [(s, x + cue_bonus(question, s, scorer.knobs, i in problem)) for i, (s, x) in enumerate(sents)]
+        if question.wants == "number" and question.unit_heads and scorer.knobs.counted_unit_boost:
+            # "How many synthetic trajectories ...?" is answered where a number and the trajectories are both said
+            # ("generating 200,000+ synthetic trajectories"), not by "thousands of trajectories".
+            sents = [(s, x + scorer.knobs.counted_unit_boost if counts(s, question.unit_heads) else x)
+                     for s, x in sents]
         if "overview" in question.asks or (question.kind == "which" and not question.asks and not question.compound):
             # "Which paper generates dynamic point clouds ...?" is answered by the paper presenting its work.
             sents = overview_bonus(sents, scorer.knobs.overview_boost)

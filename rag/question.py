@@ -476,7 +476,8 @@ def read(question: str, alone: bool = False) -> Question:
     opens = (m.group(1) + m.group(2)).split()[0].lower() if m else ""
     noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
     ask = ask_part(question)
-    if WANTS_COMPARISON.search(ask or question):
+    if WANTS_COMPARISON.search(ask or question) and "reason" not in asks:
+        # "Why does mixing labels beat soft labels alone?" asks for the cause, not for which methods are beaten.
         asks.append("comparison")
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
     phrase = "a duration (hours, days or minutes)" if duration else quantity.group(1).strip() if quantity else ""

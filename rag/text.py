@@ -288,6 +288,18 @@ def names_model(text: str) -> bool:
     return bool(_MODEL_NAME.search(text))
 
 
+def counts(text: str, heads: tuple[str, ...]) -> bool:
+    """Does the text state an amount of one of the unit nouns `heads`, the noun among the three words after the number
+    (same clause)? e.g. counts("generating 200,000+ synthetic trajectories", ("trajectories",)) -> True; "from 0.5B
+    to 9B parameters, NITP improves ... with negligible computational overhead" does not count compute."""
+    stems = {h[:5].lower() for h in heads}
+    for m in _QUANTITY.finditer(text):
+        clause = re.split(r"[,.;:()]", text[m.end():], maxsplit=1)[0]
+        if any(w[:5].lower() in stems for w in re.findall(r"[A-Za-z][\w\-]*", clause)[:3]):
+            return True
+    return False
+
+
 def has_quantity(text: str) -> bool:
     """Does the text state an amount? e.g. "improves FRD by 3.3%" -> True; "4D LiDAR with GPT-4" -> False."""
     return bool(_QUANTITY.search(text))

@@ -1370,3 +1370,25 @@ def test_the_one_on_a_topic_describes_a_paper() -> None:
                      "the one that compresses the visual KV cache - how much compression?"):
         assert Q.read(question).described, question
     assert not Q.read("What base model is it built on?").described
+
+
+def test_how_many_units_is_answered_where_a_number_counts_them() -> None:
+    # A blind dev question: "how many synthetic trajectories did they produce ...?" was answered with "we generate
+    # thousands of trajectories" and the sentence saying "200,000+ synthetic trajectories" was not shown.
+    paper = make_paper("We present SERA, an efficient method for training coding agents. SERA produced synthetic "
+                       "trajectories from the larger set of codebases by the thousands. In all, 200,000+ trajectories "
+                       "came out of it. We use our dataset to analyse scaling laws.", "s.txt", 0)
+    q = Q.read("How many synthetic trajectories did SERA produce from the larger set of codebases?")
+    emb = HashEmbedder()
+    firsts = []
+    for weight in (0.0, 1.0):
+        scorer = SentenceScorer(emb, Answering(counted_unit_boost=weight, answer_type_boost=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
+        firsts.append(blocks[0].sentences[0])
+    assert "200,000+" not in firsts[0] and "200,000+" in firsts[1]
+
+
+def test_why_one_method_beats_another_asks_for_the_cause_not_for_what_it_beats() -> None:
+    q = Q.read("Why does mixing hard and soft labels beat using soft labels only?")
+    assert "reason" in q.asks and "comparison" not in q.asks
+    assert "comparison" in Q.read("Which baselines does TIED outperform?").asks
