@@ -140,6 +140,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         # the question names, side by side (two pinned papers not told apart are a summary of both).
         base = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
         other = first(question)
+        if other in base:  # the question's words found the paper it points at: the other one, searched alone
+            other = first(" ".join(Q.compared_parts(question)[1:]))
         if len(base) == 1 and other and other not in base:
             return Focus(question, base + (other,), side_by_side=True)
     if intent.described:

@@ -264,7 +264,8 @@ _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under
                      r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
 _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|difference|differences|different|"
-                       r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies))\b", re.IGNORECASE)
+                       r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies)|shares? with)\b",
+                       re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
                            # "public" as what the artefact is ("Is the code public?"), not an attribute of

@@ -1392,3 +1392,19 @@ def test_why_one_method_beats_another_asks_for_the_cause_not_for_what_it_beats()
     q = Q.read("Why does mixing hard and soft labels beat using soft labels only?")
     assert "reason" in q.asks and "comparison" not in q.asks
     assert "comparison" in Q.read("Which baselines does TIED outperform?").asks
+
+
+def test_what_a_paper_shares_with_another_described_sets_them_side_by_side() -> None:
+    # A blind dev conversation: after PrivGate, "what does it share with the learnware specification privacy paper"
+    # cited PrivGate alone: the whole question's words ("privacy") found PrivGate again.
+    from rag.conversation import resolve
+
+    question = "what does it share with the learnware specification privacy paper"
+    history = [{"role": "user", "content": "What benchmark does PrivGate use?"},
+               {"role": "assistant", "content": "PrivacyLens [1].", "paper_ids": ["privgate"]}]
+
+    def first(text: str) -> str:
+        return "privgate" if "share" in text else "learnware"
+
+    got = resolve(question, Q.read(question), history, locate=lambda s: None, first=first)
+    assert got.papers == ("privgate", "learnware") and got.side_by_side
