@@ -23,7 +23,7 @@ from .config import Answering
 from .embed import Embedder
 from .orders import addressed
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
-from .text import MARKER, search_form, split_sentences, stem, tokens
+from .text import COUNTED_UNITS, MARKER, search_form, split_sentences, stem, tokens
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Words that carry no content of their own in an answer sentence ("The paper shows that ...").
@@ -68,7 +68,9 @@ _NOT_QUANTITY_BEFORE = r"(?<![\w.^_])(?<!\^\()(?<!\^\{)(?<!_\{)"
 
 
 def _free(number: str) -> re.Pattern[str]:
-    return re.compile(_NOT_QUANTITY_BEFORE + re.escape(number) + r"(?!\.?\d)")
+    # nor the first half of a compound ("2-wise independent", "k-wise"): "The speedup is 2" is not stated by it
+    return re.compile(_NOT_QUANTITY_BEFORE + re.escape(number)
+                      + r"(?!\.?\d)(?!-(?!(?:" + COUNTED_UNITS + r")\b)[A-Za-z])")
 
 
 def numbers_stated(sentence: str, text: str) -> bool:

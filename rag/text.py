@@ -210,6 +210,10 @@ def split_sentences(text: str) -> list[str]:
 
 # --- quantities -----------------------------------------------------------------------------------------------------
 
+# Nouns a number may be hyphenated to and still count them: "an 18-person study", "a 3-layer network" (unlike
+# "2-wise independent", "GPT-4").
+COUNTED_UNITS = (r"person|people|participants?|users?|layers?|steps?|stages?|tasks?|hours?|days?|minutes?|seconds?|"
+                 r"points?|shots?|dimensional|tokens?|parameters?|samples?|rounds?|turns?|nodes?|heads?|bits?")
 # A number that states an amount: "3.3%", "26x", "200,000", "1.77×", "7B", "0.5"; not a digit inside a name ("4D",
 # "GPT-4", "Llama-2", "top-1", "2-wise").
 _QUANTITY = re.compile(r"(?<![\w\-.])\d+(?:[.,]\d+)*(?:\s?(?:%|×|x\b|-fold\b|[kKMB]\b))?(?![\w\-]*[A-Za-z])")

@@ -1408,3 +1408,14 @@ def test_what_a_paper_shares_with_another_described_sets_them_side_by_side() -> 
 
     got = resolve(question, Q.read(question), history, locate=lambda s: None, first=first)
     assert got.papers == ("privgate", "learnware") and got.side_by_side
+
+
+def test_a_number_that_opens_a_compound_is_no_quantity() -> None:
+    # Tried in the chat: "whats the speedup of the shuffling algoritm?" -> "The speedup of the shuffling algorithm is 2
+    # [1].", the "2" of "2-wise independent permutations" taken for an amount.
+    text = "Specifically, we show that the shuffling algorithm can generate 2-wise independent permutations."
+    assert not support.numbers_stated("The speedup of the shuffling algorithm is 2 [1].", text)
+    assert support.numbers_stated("It generates 2-wise independent permutations [1].", text)
+    # A number hyphenated to what it counts is still that amount.
+    assert support.numbers_stated("18 people took part [1].", "We conducted an 18-person user study.")
+    assert support.numbers_stated("It has 3 layers [1].", "We train a 3-layer network.")
