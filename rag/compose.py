@@ -437,7 +437,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     # The first sentence is the model's only when one sentence of the paper states it: a supported paraphrase
     # can still drift ("on a sphere" for "on the unit sphere"); then the evidence sentence answers first.
     holding = [i for i, (s, c) in enumerate(kept) if answers_asked(intent, s) and c.stated
-               and not (knobs.opening_sentence_penalty and intent.wants != "expansion"
+               and not (knobs.opening_sentence_penalty and intent.wants not in ("expansion", "definition")
                         and restates_opening(s, c.cites, blocks, knobs.opening_restated_cover))
                and (not knobs.number_needs_unit or counts_the_unit(s, c.cites, blocks, intent))]
     defined = definition(blocks, intent)

@@ -252,6 +252,13 @@ class Answering(Group):
     comparison_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence comparing the "
                                                      "work with others (\"outperforms\", \"baselines\") when what "
                                                      "is asked is which methods it beats or competes with")
+    definition_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence defining the "
+                                                     "term a \"what is X?\" question asks about (\"Grokking, the "
+                                                     "phenomenon where ...\"); the opening sentence is then not "
+                                                     "penalised")
+    evaluation_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence reporting its "
+                                                     "experiments when the question asks where or on what it was "
+                                                     "evaluated")
     finding_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence reporting a "
                                                   "finding (\"we find that\", \"experiments show\") when the question "
                                                   "asks what a study found, showed or concluded")

@@ -105,6 +105,30 @@ def names_method(sentence: str) -> bool:
     return bool(_NAMES_METHOD.search(sentence))
 
 
+# Where an abstract reports its experiments: "Experimental results on 100 challenging OGBench tasks ...", "We evaluate
+# STT-LLM on real-world longitudinal datasets ...", "The approach is tested on two popular benchmarking datasets".
+_EVALUATES = re.compile(r"\b(?:experiment\w*|evaluat\w+|benchmark\w*|empirically|tested on|validated on)\b",
+                        re.IGNORECASE)
+
+
+def reports_evaluation(sentence: str) -> bool:
+    """Does the sentence report the paper's experiments ("Experimental results on 100 OGBench tasks ...")?"""
+    return bool(_EVALUATES.search(sentence))
+
+
+def defines(sentence: str, term: str) -> bool:
+    """Does the sentence say what `term` is: "Grokking, the phenomenon where models suddenly generalize ...", "a
+    failure mode which we call information self-locking (SeL): agents fail ...", "We define latent concepts as ..."?"""
+    if not term:
+        return False
+    t = re.escape(term.lower().rstrip("s"))
+    low = sentence.lower()
+    said = t + r"\w*(?:\s*\([^)]*\))?\s*(?:,\s*(?:the|a|an|i\.e\.)\b|:|\s+(?:is|are|refers? to|means?|denotes?|" \
+        r"describes?)\b|\s+as\b)"
+    named = r"\b(?:we call|we term|we define|called|known as|dubbed)\s+(?:\w+\s+){0,2}?" + t
+    return bool(re.search(said, low) or re.search(named, low))
+
+
 def states_comparison(sentence: str) -> bool:
     """Does the sentence compare the work with others ("outperforming several multi-task optimization methods")?"""
     return bool(_COMPARED.search(sentence))
@@ -127,7 +151,9 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
     (`poses`, see `poses_problem`: a weaker cue than a cause stated), `knobs.comparison_boost` for one comparing
     the work with others when it asks which methods the paper beats, `knobs.finding_boost` for one reporting a
     finding when it asks what a study found, `knobs.choice_boost` for one naming an alternative of an either/or
-    question, `knobs.overview_boost` for one naming the paper's own method when the question asks what it is called."""
+    question, `knobs.overview_boost` for one naming the paper's own method when the question asks what it is called,
+    `knobs.evaluation_boost` for one reporting its experiments when it asks where the paper was evaluated,
+    `knobs.definition_boost` for one saying what the term a "what is X?" question names is."""
     asks = question.asks
     bonus = 0.0
     if question.choices and chosen(question.choices, sentence):
@@ -142,6 +168,10 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
         bonus += knobs.finding_boost
     if "method_name" in asks and names_method(sentence):
         bonus += knobs.overview_boost
+    if "evaluation" in asks and reports_evaluation(sentence):
+        bonus += knobs.evaluation_boost
+    if "definition" in asks and defines(sentence, Q.defined_term(question.text)):
+        bonus += knobs.definition_boost
     return bonus
 
 
@@ -286,7 +316,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
-        if question.asks & {"reason", "comparison", "finding", "method_name"} or question.choices:
+        if question.asks & {"reason", "comparison", "finding", "method_name", "evaluation", "definition"} \
+                or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             problem = poses_problem(sents) if "reason" in question.asks else set()
             sents = [(s, x + cue_bonus(question, s, scorer.knobs, i in problem)) for i, (s, x) in enumerate(sents)]
@@ -304,7 +335,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         sents = with_focus(question.asked, sents, focus, scorer.knobs.addressed_penalty > 0,
                            noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost,
                            model_asked=question.model_asked)
-        if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants != "expansion" and not (
+        if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants not in ("expansion",
+                                                                                                "definition") and not (
                 "overview" in question.asks and speaks_of_itself(sents[0][0])):
             # An abstract's first sentence is its field's background, seldom what a question about the paper asks
             # (but where an acronym is usually spelt out, and where "We study ..." says what the paper is about).

@@ -5,15 +5,16 @@ of matching the question's text again each on their own.
 
 - kind: "summary" ("which papers ...", "summarize ...", "what work is there on ..."), "which" (one paper wanted:
   "which paper proposes ...?"), else "factoid";
-- wants: "number" ("how much / how many / by what factor ..."), "expansion" ("what does X stand for"), "name"
-  ("which dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), "reason" ("why ...", "what drives
-  ...", "what makes it hard ..."), "finding" ("what did the experiment find / show ...?", "what is its headline
-  result?"), "overview" (what one paper is about or does: "What is the SERA paper about?", "Summarize the SERA
-  paper", "Is there a paper on ...?"), "method_name" (what the paper's own method is called: "What's their fix
-  called?"), "comparison" (what is asked is which methods it beats: "which baselines does X
-  outperform?"), "count" (a listing's length: "How many papers are about RL?"), or "" when nothing narrower is
-  asked; `asks` holds every one of those the question matches, `wants` the first; exists: it asks whether a paper
-  on something exists ("Is there a paper on ...?", "Do any of the papers ...?");
+- wants: "number" ("how much / how many / by what factor ..."), "expansion" ("what does X stand for"), "name" ("which
+  dataset / benchmark / model ..."), "yesno" ("does / is / can ..."), "reason" ("why ...", "what drives ...", "what
+  makes it hard ..."), "finding" ("what did the experiment find / show ...?", "what is its headline result?"),
+  "overview" (what one paper is about or does: "What is the SERA paper about?", "Summarize the SERA paper", "Is there
+  a paper on ...?"), "method_name" (what the paper's own method is called: "What's their fix called?"), "definition"
+  (what a term means: "so what is grokking exactly?"), "evaluation" (where it was evaluated: "What benchmark were X
+  evaluated on?"), "comparison" (what is asked is which methods it beats: "which baselines does X outperform?"),
+  "count" (a listing's length: "How many papers are about RL?"), or "" when nothing narrower is asked; `asks` holds
+  every one of those the question matches, `wants` the first; exists: it asks whether a paper on something exists ("Is
+  there a paper on ...?", "Do any of the papers ...?");
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
   availability: it asks whether code, data or weights are available; limitations: it asks for the paper's own
   limitations ("What are the limitations of SERA?", not "What limitation of earlier methods does it address?");
@@ -107,7 +108,9 @@ WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b
                    # "What is the best paper for few-shot learning with noisy labels?"
                    r"\bwhat(?:'s| is) the (?:best|most relevant|right|main|key) (?:paper|work|study|article)\b(?!s)",
                    re.IGNORECASE)
-WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|small)|by how|(what|which) (percentage|"
+WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|small)|by how|(what|which)(?:'s|’s| is| "
+                          r"was| are| were)?(?: the| their| its)?(?: (?:max(?:imum)?|min(?:imum)?|average|overall|"
+                          r"total|best|peak|largest|biggest))? (percentage|"
                           r"fraction|proportion|share|number|ratio|rate|factor|margin|size|accuracy|speed-?up|"
                           r"improvement|gain|reduction|increase)|"
                           r"by what|what (is|was) the (size|number|count)|how (high|low|high up|deep))\b|"
@@ -144,6 +147,28 @@ WANTS_FINDING = re.compile(r"\bwhat (?:did|does|do|have|has)\b(?:\s+[\w\-']+){0,
                            r"conclusions?|results?)\b", re.IGNORECASE)
 # "Which baselines does X beat?", "what kind of competing methods ...": read in what is asked, not in the clause
 # describing the paper ("... a politician's traits against a rival").
+# A term's meaning asked for: "so what is grokking exactly?", "what do they mean by 'information self-locking'?", "what
+# does exposure bias mean?", "define SeL". (Not "what is the main idea" nor "What is SOLAR?", an overview.)
+_DEFINITION = re.compile(
+    r"\bwhat(?:'s|’s| is| are)\s+(?!(?:the|a|an|it|this|that|their|its|they|these|those)\b)['\"‘“]?"
+    r"(?P<a>[a-z][\w\-]*(?:\s+(?!exactly|actually|really|according)[a-z][\w\-]*){0,2})['\"’”]?"
+    r"(?=\s*(?:exactly|actually|really|according|,|\?|$))|"
+    r"\bwhat (?:do|does) (?:they|the authors|it|the paper) mean by\s+['\"‘“]?(?P<b>[^'\"’”?,]+)|"
+    r"\bwhat does\s+['\"‘“]?(?P<c>[\w\-]+(?:\s+[\w\-]+){0,2})['\"’”]?\s+mean\b|"
+    r"\bdefin(?:e|ition of)\s+['\"‘“]?(?P<d>[\w\-]+(?:\s+[\w\-]+){0,2})", re.IGNORECASE)
+
+
+def defined_term(question: str) -> str:
+    """The term whose meaning the question asks ("so what is grokking exactly?" -> "grokking"), or ""."""
+    m = _DEFINITION.search(question)
+    return next((g.strip() for g in m.groups() if g), "") if m else ""
+
+
+# Where or on what a paper was evaluated: "What benchmark were universal horizon models evaluated on?", "Evaluated on
+# what?", "Which datasets do the experiments use?"
+WANTS_EVALUATION = re.compile(r"\b(?:evaluated|tested|validated|benchmarked|assessed)\s+(?:\w+\s+){0,2}?(?:on|in|with|"
+                              r"against)\b|\b(?:evaluated|tested)\s*\?|\bexperiments?\s+(?:on|with|use)\b",
+                              re.IGNORECASE)
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
                               r"baselines?)\b", re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)
@@ -182,7 +207,8 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
                    r"the (first|last) (two|three)|" + _BARE_ORDINAL + "|" + _THE_N +
                    r"|the (paper|method|approach|framework|model)|the authors?(?!\s+of\b)|"
-                   r"compare them|each of them|one of them)\b", re.IGNORECASE)
+                   r"compare them|each of them|one of them|that(?=\s+(?:compare|dif+e?r|relate|stack)))\b",
+                   re.IGNORECASE)
 # A question that asks for a paper of its own, or says it changes the subject: its "it" / "its" is that new paper
 # ("Something else: is there a paper that recommends meals, and what is its dataset called?"); see _new_subject.
 _NEW_SUBJECT = re.compile(r"^\s*(?:something else|another (?:question|topic)|(?:a )?new (?:question|topic)|"
@@ -240,9 +266,9 @@ _DURATION = re.compile(r"\bhow long (?:does|did|do|will|would|should)\b[^?]*?\b(
                        re.IGNORECASE)
 _DURATION_UNITS = ("hours", "days", "minutes", "wall-clock", "runtime", "gpu-hours")
 # Words that say "more/less of something" rather than naming the unit.
-_NOT_UNIT = frozenset("more less fewer larger smaller higher lower faster slower extra additional overall total "
-                      "absolute relative average better worse quick small large fast slow big little cheaper costlier "
-                      "quicker".split())
+_NOT_UNIT = frozenset("times fold more less fewer larger smaller higher lower faster slower extra additional overall "
+                      "total absolute relative average better worse quick small large fast slow big little cheaper "
+                      "costlier quicker".split())
 # The clause that only describes which paper is meant, before or after what is asked: "In the work on RL that ...,
 # what estimator is proposed?", "According to the X paper, ...", "What does GHM stand for in the offline RL paper?".
 _WH = r"(?:what|which|how|who|where|when|why|does|do|did|is|are|was|were|can|could|has|have)"
@@ -263,7 +289,8 @@ _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under)\s+)?"
                      r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
-_COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|differ|differs|difference|differences|different|"
+# ("diffrent", "diference": the misspellings users type)
+_COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|dif+e?r(?:s|e?n(?:t|ces?))?|"
                        r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies)|shares? with)\b",
                        re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
@@ -458,7 +485,8 @@ def read(question: str, alone: bool = False) -> Question:
         kind = "factoid"
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
                                  ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING),
-                                 ("overview", WANTS_OVERVIEW), ("method_name", WANTS_METHOD_NAME))
+                                 ("overview", WANTS_OVERVIEW), ("method_name", WANTS_METHOD_NAME),
+                                 ("evaluation", WANTS_EVALUATION))
             if (pattern.search(question) or (k == "overview" and _ONE_PAPER.search(question)))
             # A second question asks something narrower: "is there a paper that ..., and what is its dataset?"
             and not (k == "overview" and (kind == "summary" or _SECOND.search(question, 1)))]
@@ -477,6 +505,8 @@ def read(question: str, alone: bool = False) -> Question:
     opens = (m.group(1) + m.group(2)).split()[0].lower() if m else ""
     noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
     ask = ask_part(question)
+    if defined_term(question) and not asks:
+        asks.append("definition")
     if WANTS_COMPARISON.search(ask or question) and "reason" not in asks:
         # "Why does mixing labels beat soft labels alone?" asks for the cause, not for which methods are beaten.
         asks.append("comparison")

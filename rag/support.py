@@ -62,9 +62,9 @@ def numbers_in(text: str) -> list[str]:
     return NUMBER.findall(search_form(MARKER.sub(" ", text)))
 
 
-# A number standing as a quantity: not inside a name ("R2G", "Qwen2.5"), a longer number ("2026", "0.25") or an
-# exponent or index ("SAH^2", "ε^(2+o(1))", "x_2").
-_NOT_QUANTITY_BEFORE = r"(?<![\w.^_])(?<!\^\()(?<!\^\{)(?<!_\{)"
+# A number standing as a quantity: not inside a name ("R2G", "Qwen2.5", "Devstral-Small-2"), a longer number ("2026",
+# "0.25") or an exponent or index ("SAH^2", "ε^(2+o(1))", "x_2").
+_NOT_QUANTITY_BEFORE = r"(?<![\w.^_])(?<![A-Za-z]-)(?<!\^\()(?<!\^\{)(?<!_\{)"
 
 
 def _free(number: str) -> re.Pattern[str]:

@@ -1419,3 +1419,55 @@ def test_a_number_that_opens_a_compound_is_no_quantity() -> None:
     # A number hyphenated to what it counts is still that amount.
     assert support.numbers_stated("18 people took part [1].", "We conducted an 18-person user study.")
     assert support.numbers_stated("It has 3 layers [1].", "We train a 3-layer network.")
+
+
+def test_how_does_that_compare_points_back_and_a_misspelt_differ_still_compares() -> None:
+    # Blind dev conversations: "how does that compare to the robust average-reward RL paper ...?" and "how is that
+    # diffrent from the paper on diffusion models with multiple objectives ...?" cited the other paper alone.
+    for question in ("how does that compare to the robust average-reward RL paper with halpern iteration?",
+                     "how is that diffrent from the paper on diffusion models with multiple objectives?"):
+        q = Q.read(question)
+        assert q.compares and q.refers_back, question
+    assert Q.read("What is the diference between them?").compares
+    assert not Q.read("that paper is nice").compares
+
+
+def test_where_a_paper_was_evaluated_is_answered_by_its_experiments() -> None:
+    from rag.evidence import cue_bonus
+
+    q = Q.read("what benchmark were universal horizon models evaluated on?")
+    assert "evaluation" in q.asks and "evaluation" in Q.read("Evaluated on what?").asks
+    assert cue_bonus(q, "Experimental results on 100 challenging OGBench tasks show gains.", Answering()) > 0
+    assert cue_bonus(q, "To this end, we introduce universal horizon models (UHM).", Answering()) == 0
+
+
+def test_a_maximum_speedup_asks_a_number_and_times_is_no_unit() -> None:
+    q = Q.read("what's the max speedup they get over SOTA systems?")
+    assert q.wants == "number"
+    # "How many times cheaper ...?" abstained: no abstract writes "times" ("26x cheaper").
+    assert Q.read("How many times cheaper is creating SERA models than reinforcement learning?").unit == ()
+
+
+def test_the_number_ending_a_name_is_no_amount() -> None:
+    # A blind dev question, "How many times cheaper is creating SERA models ...?", was answered "2 [1].", supported by
+    # the "2" of "Devstral-Small-2".
+    text = "SERA matches open-weight models like Devstral-Small-2 and is 26x cheaper than reinforcement learning."
+    assert not support.numbers_stated("2 [1].", text)
+    assert support.numbers_stated("26x [1].", text) and support.numbers_stated("It matches Devstral-Small-2.", text)
+
+
+def test_what_a_term_is_is_answered_by_the_sentence_defining_it() -> None:
+    # A blind dev question, "so what is grokking exactly, as the R2G paper describes it", was answered with R2G's
+    # method: the defining sentence opens the abstract, and the opening sentence is penalised as background.
+    r2g = make_paper("Grokking, the phenomenon where models suddenly generalize long after overfitting training "
+                     "data, remains a puzzling challenge. Building on geometric insights, we propose R2G "
+                     "(Repel-to-Grokking) Loss, an intervention that reshapes the representation manifold. R2G is "
+                     "validated on algorithmic tasks, and angular reorganization drives grokking.", "r.txt", 0)
+    q = Q.read("so what is grokking exactly, as the R2G paper describes it")
+    assert q.asks == {"definition"} and Q.defined_term(q.text) == "grokking"
+    emb = HashEmbedder()
+    scorer = SentenceScorer(emb, Answering())
+    blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(r2g, 0.9)], scorer, 1, 1, 1.0)
+    assert blocks[0].sentences[0].startswith("Grokking, the phenomenon")
+    assert Q.defined_term("what do they mean by 'information self-locking'?") == "information self-locking"
+    assert Q.defined_term("what is the main idea") == "" and "definition" not in Q.read("What is SOLAR?").asks
