@@ -34,6 +34,7 @@ from .text import (
     counts,
     has_quantity,
     names_model,
+    own_long_names,
     points_back,
     presents_work,
     speaks_of_itself,
@@ -173,6 +174,16 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
     if "definition" in asks and defines(sentence, Q.defined_term(question.text)):
         bonus += knobs.definition_boost
     return bonus
+
+
+def unnamed(asked: str, paper: Paper) -> str:
+    """What is asked without the paper's own method named in full: "what benchmark were universal horizon models
+    evaluated on?" -> "what benchmark were evaluated on?". The name is the subject; the sentence introducing it
+    shares its rare words, while the one answering need not."""
+    out = asked
+    for name in own_long_names(paper.abstract):
+        out = re.sub(r"[\s\-]+".join(re.escape(w) for w in re.split(r"[\s\-]+", name)), " ", out, flags=re.IGNORECASE)
+    return out if out != asked and len(tokens(out)) >= 2 else asked
 
 
 def overview_bonus(sents: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
@@ -332,7 +343,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         # An overview asks for nothing narrower than the paper: the words of the question only name or describe it.
         # Whether a paper on a topic exists asks for the paper's sentence on that topic.
         focus = 0.0 if "overview" in question.asks and not question.exists else focus_weight
-        sents = with_focus(question.asked, sents, focus, scorer.knobs.addressed_penalty > 0,
+        # (a yes/no question asks about the method itself: "Does RHI (Robust Halpern Iteration) learn a model ...?")
+        asked = question.asked if "yesno" in question.asks else unnamed(question.asked, hit.paper)
+        sents = with_focus(asked, sents, focus, scorer.knobs.addressed_penalty > 0,
                            noun=question.noun, noun_weight=scorer.knobs.asked_noun_boost,
                            model_asked=question.model_asked)
         if len(sents) > 1 and scorer.knobs.opening_sentence_penalty and question.wants not in ("expansion",

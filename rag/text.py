@@ -434,6 +434,21 @@ def expansion_of(name: str, text: str) -> tuple[str, str] | None:
     return None
 
 
+def own_long_names(text: str) -> list[str]:
+    """The long forms a paper spells its own method's name out with, in a sentence presenting its work: "we introduce
+    universal horizon models (UHM), ..." -> ["universal horizon models"]; not a field's ("reinforcement learning
+    (RL)") in a sentence of background."""
+    out = []
+    for sentence in split_sentences(text):
+        if len(sentence) > 600 or not presents_work(sentence):
+            continue
+        for _, found, expansion, name_first in _named_with_expansion(sentence):
+            words = _expansion_words(found, expansion.strip(), name_first)
+            if words and len(words) >= 2:
+                out.append(" ".join(words))
+    return out
+
+
 def derive_title(text: str, max_len: int = 100, skip: Callable[[str], bool] | None = None) -> str:
     """A short display title for an abstract: its named method and expansion, else its opening sentence.
 

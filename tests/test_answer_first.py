@@ -1471,3 +1471,21 @@ def test_what_a_term_is_is_answered_by_the_sentence_defining_it() -> None:
     assert blocks[0].sentences[0].startswith("Grokking, the phenomenon")
     assert Q.defined_term("what do they mean by 'information self-locking'?") == "information self-locking"
     assert Q.defined_term("what is the main idea") == "" and "definition" not in Q.read("What is SOLAR?").asks
+
+
+def test_the_papers_own_long_name_is_the_subject_not_what_is_asked() -> None:
+    # A blind dev question, "what benchmark were universal horizon models evaluated on?", was answered by "we introduce
+    # universal horizon models (UHM)": the long name's rare words outweighed what was asked.
+    from rag.evidence import unnamed
+
+    uhm = make_paper("Model-based RL suffers from compounding errors. To this end, we introduce universal horizon "
+                     "models (UHM), a generalization of GHM. Experimental results on 100 challenging OGBench tasks "
+                     "show gains.", "u.txt", 0)
+    q = Q.read("what benchmark were universal horizon models evaluated on?")
+    assert unnamed(q.asked, uhm).split() == ["what", "benchmark", "were", "evaluated", "on?"]
+    emb = HashEmbedder()
+    blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(uhm, 0.9)], SentenceScorer(emb, Answering()), 1, 1, 1.0)
+    assert "OGBench" in blocks[0].sentences[0]
+    # A field's long form in a sentence of background is no name of the paper's own.
+    assert unnamed("How does reinforcement learning help?", make_paper(
+        "Reinforcement learning (RL) is popular. We study it.", "r.txt", 1)) == "How does reinforcement learning help?"
