@@ -291,7 +291,9 @@ _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
 # ("diffrent", "diference": the misspellings users type)
 _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|dif+e?r(?:s|e?n(?:t|ces?))?|"
-                       r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies)|shares? with)\b",
+                       r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies)|shares? with|"
+                       r"who wins|which (?:one |of the two )?(?:is|was|does|did) (?:better|worse|cheaper|faster|"
+                       r"slower|more|less))\b",
                        re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
@@ -541,7 +543,7 @@ def taken_together(question: str) -> int:
 
 # Where a comparison's next term begins: "SOLAR vs NAEViT", "How does SOLAR differ from NAEViT?", "Compare PrivGate
 # with the learnware paper".
-_COMPARED_PART = re.compile(r"\b(?:vs\.?|versus|and|with|from|to|than|against|between)\b|,|;", re.IGNORECASE)
+_COMPARED_PART = re.compile(r"\b(?:vs\.?|versus|and|or|with|from|to|than|against|between)\b|,|;", re.IGNORECASE)
 
 
 def names_in(text: str) -> list[str]:

@@ -1489,3 +1489,16 @@ def test_the_papers_own_long_name_is_the_subject_not_what_is_asked() -> None:
     # A field's long form in a sentence of background is no name of the paper's own.
     assert unnamed("How does reinforcement learning help?", make_paper(
         "Reinforcement learning (RL) is popular. We study it.", "r.txt", 1)) == "How does reinforcement learning help?"
+
+
+def test_who_wins_between_two_named_papers_sets_them_side_by_side() -> None:
+    # Tried in the chat: "who wins on cost, SERA or Opt-Miner?" was answered from Opt-Miner alone.
+    from rag.conversation import resolve
+
+    question = "who wins on cost, SERA or Opt-Miner?"
+    q = Q.read(question)
+    assert q.compares and Q.compared_parts(question)[-2:] == ["SERA", "Opt-Miner?"]
+    names = {"sera": "sera", "opt-miner": "optminer"}
+    got = resolve(question, q, [], locate=lambda s: None, named=lambda name: names.get(name.lower()))
+    assert got.papers == ("sera", "optminer") and got.side_by_side
+    assert Q.read("which one is cheaper, SERA or RL?").compares
