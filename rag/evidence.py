@@ -146,15 +146,28 @@ def states_cause(sentence: str) -> bool:
     return any(not _DENIED.search(sentence[max(0, m.start() - 20):m.start()]) for m in _CAUSE.finditer(sentence))
 
 
+# What a question asks -> the sentence that answers it and the knob it gains, inside the evidence paper. (A cause has
+# its own rule in `cue_bonus`: half the boost for the problem the next sentence sets out to solve.)
+_CUES: tuple[tuple[str, Callable[[str, Q.Question], bool], str], ...] = (
+    ("comparison", lambda s, q: states_comparison(s), "comparison_boost"),
+    ("finding", lambda s, q: reports_finding(s), "finding_boost"),
+    ("method_name", lambda s, q: names_method(s), "overview_boost"),
+    ("evaluation", lambda s, q: reports_evaluation(s), "evaluation_boost"),
+    ("definition", lambda s, q: defines(s, Q.defined_term(q.text)), "definition_boost"),
+)
+# The asks `cue_bonus` answers.
+CUED = frozenset({"reason"} | {ask for ask, _, _ in _CUES})
+
+
 def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool = False) -> float:
     """Inside the evidence paper: `knobs.reason_boost` for a sentence stating a cause when the question asks for one
     ("Why ...?", "what drives ...?"), half of it for one stating the problem the next sentence sets out to solve
-    (`poses`, see `poses_problem`: a weaker cue than a cause stated), `knobs.comparison_boost` for one comparing
-    the work with others when it asks which methods the paper beats, `knobs.finding_boost` for one reporting a
-    finding when it asks what a study found, `knobs.choice_boost` for one naming an alternative of an either/or
-    question, `knobs.overview_boost` for one naming the paper's own method when the question asks what it is called,
-    `knobs.evaluation_boost` for one reporting its experiments when it asks where the paper was evaluated,
-    `knobs.definition_boost` for one saying what the term a "what is X?" question names is."""
+    (`poses`, see `poses_problem`: a weaker cue than a cause stated), `knobs.choice_boost` for one naming an
+    alternative of an either/or question, and for each of `_CUES` its knob: `comparison_boost` for a sentence
+    comparing the work with others when the question asks which methods the paper beats, `finding_boost` for one
+    reporting a finding when it asks what a study found, `overview_boost` for one naming the paper's own method when
+    it asks what it is called, `evaluation_boost` for one reporting its experiments when it asks where the paper was
+    evaluated, `definition_boost` for one saying what the term a "what is X?" question names is."""
     asks = question.asks
     bonus = 0.0
     if question.choices and chosen(question.choices, sentence):
@@ -163,16 +176,9 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
         bonus += knobs.reason_boost
     elif "reason" in asks and poses:
         bonus += knobs.reason_boost / 2
-    if "comparison" in asks and states_comparison(sentence):
-        bonus += knobs.comparison_boost
-    if "finding" in asks and reports_finding(sentence):
-        bonus += knobs.finding_boost
-    if "method_name" in asks and names_method(sentence):
-        bonus += knobs.overview_boost
-    if "evaluation" in asks and reports_evaluation(sentence):
-        bonus += knobs.evaluation_boost
-    if "definition" in asks and defines(sentence, Q.defined_term(question.text)):
-        bonus += knobs.definition_boost
+    for ask, answers, knob in _CUES:
+        if ask in asks and answers(sentence, question):
+            bonus += getattr(knobs, knob)
     return bonus
 
 
@@ -327,8 +333,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x + ask_weight * float(c)) for (s, x), c in zip(sents, to_ask[hit.paper.paper_id])]
         if not question.availability:  # "Project page: https://…/UHM/" names the paper but says nothing of it
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
-        if question.asks & {"reason", "comparison", "finding", "method_name", "evaluation", "definition"} \
-                or question.choices:
+        if question.asks & CUED or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
             problem = poses_problem(sents) if "reason" in question.asks else set()
             sents = [(s, x + cue_bonus(question, s, scorer.knobs, i in problem)) for i, (s, x) in enumerate(sents)]
