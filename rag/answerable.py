@@ -30,7 +30,15 @@ from collections.abc import Sequence
 from .evidence import states_cause, topic_alternatives
 from .question import Question
 from .records import Hit, Paper
-from .text import speaks_of_itself, split_sentences, states_availability, states_limitation, tokens
+from .text import (
+    counts,
+    speaks_of_itself,
+    split_sentences,
+    states_availability,
+    states_limitation,
+    tokens,
+    unit_stems,
+)
 
 
 def gate(question: Question, hits: Sequence[Hit], min_similarity: float) -> str | None:
@@ -71,9 +79,10 @@ def _words(paper: Paper) -> set[str]:
 
 
 def _mentions(term: str, words: set[str]) -> bool:
-    """A word of the paper starts with the term's first five letters ("parameter" ~ "parameters", "parameterized")."""
-    stem = term[:5]
-    return any(w.startswith(stem) for w in words)
+    """A word of the paper starts with the term's first five letters ("parameter" ~ "parameters", "parameterized"),
+    or with another name of people for people ("participants" ~ "an 18-person study")."""
+    stems = tuple(unit_stems((term,)))
+    return any(p.startswith(stems) for w in words for p in w.split("-"))
 
 
 _LIMIT_WORDS = frozenset("limitation limitations weakness weaknesses drawback drawbacks shortcoming shortcomings "
@@ -112,4 +121,8 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
         words = {w for p in papers for w in tokens(p.title + " " + p.abstract)}
         if not any(_mentions(t, words) for t in question.unit):
             return f"the abstracts found never mention {question.unit_phrase}"
+        # "How many athletes ...?" of a paper evaluated on "datasets from athletes": named, never counted. Only for
+        # a count ("how much compute" may be answered "negligible").
+        if question.counted and not any(counts(p.abstract, question.unit) for p in papers):
+            return f"the abstracts found never give a number of {question.unit_phrase}"
     return None

@@ -29,6 +29,7 @@ from .text import (
     MARKER,
     chosen,
     continues,
+    counts,
     expansion_of,
     has_quantity,
     names_model,
@@ -41,6 +42,8 @@ _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
                       r"in addition|specifically|notably|overall|finally|however|as a result)\b[,\s]*", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+# Two sentences sharing this share of their words (Jaccard) say the same thing.
+_REPEATED = 0.8
 # "To address this challenge, we propose ...", "Leveraging this flexibility, we ...": an opening phrase pointing back
 # at a sentence a summary line omits.
 _PURPOSE = re.compile(r"^(?:[^,]{0,60}?\b(?:this|these|that|those|such)\b[^,]{0,30},\s*|in this (?:paper|work),\s*|"
@@ -51,7 +54,8 @@ def answers_asked(intent: Question, sentence: str) -> bool:
     """Does the sentence hold the kind of thing asked for? e.g. a number for "how much ...?"."""
     plain = MARKER.sub(" ", sentence)
     if intent.wants == "number":
-        return has_quantity(plain)
+        # "an 18-person user study" answers "how many participants ...?" though "18-person" alone is no amount.
+        return has_quantity(plain) or bool(intent.unit_heads) and counts(plain, intent.unit_heads, in_words=False)
     if intent.wants == "expansion":
         return bool(re.search(r"[A-Z][a-z]+ [a-zA-Z]+", plain))
     return True
@@ -430,6 +434,17 @@ def counts_the_unit(sentence: str, cites: tuple[int, ...], blocks: list[Evidence
         for b in blocks if b.n in cites for x in split_sentences(b.hit.paper.abstract))
 
 
+def _distinct(kept: list[tuple[str, SentenceCheck]]) -> list[tuple[str, SentenceCheck]]:
+    """The model's sentences without one that repeats an earlier one nearly word for word (a small model says
+    "The Opt-Miner framework proposes a novel tree-guided ..." twice, once without "novel")."""
+    out: list[tuple[str, SentenceCheck]] = []
+    for s, c in kept:
+        words = _words(s)
+        if not any(words and len(words & _words(t)) / len(words | _words(t)) >= _REPEATED for t, _ in out):
+            out.append((s, c))
+    return out
+
+
 def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,
             raw: str, knobs: Answering = Answering()) -> tuple[str, str, list[SentenceCheck]]:
     """(text, mode, the checks of the sentences shown) for a single-answer question."""
@@ -458,7 +473,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     first = max(holding, key=lambda i: (_source_score(kept[i][0], kept[i][1].cites, blocks), -i)) \
         if knobs.reorder_by_evidence else holding[0]
     kept = [kept[first]] + kept[:first] + kept[first + 1:]
-    kept = kept[:knobs.answer_sentences]
+    kept = _distinct(kept)[:knobs.answer_sentences]
     text = " ".join(s.strip() for s, _ in kept)
     if knobs.evidence_after_answer and len(kept) == 1 and not (intent.wants == "number"
                                                                and answers_asked(intent, text)):

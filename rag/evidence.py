@@ -454,11 +454,18 @@ _FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|stu
                     r"(?:are\s+|is\s+)?(?:there\s+)?|summari[sz]e\s+(?:the\s+)?(?:work|papers|research)?\s*|"
                     r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+|"
                     r"how\s+many\s+(?:of\s+the\s+)?(?:papers|works?|studies|articles|abstracts)\s+(?:are\s+|is\s+)?"
-                    r"(?:there\s+)?|(?:and\s+)?" + Q.LISTING_LEAD + r"\s+)",
+                    r"(?:there\s+)?|(?:and\s+)?" + Q.LISTING_LEAD + r"\s+|"
+                    # "Is there a paper on ...", "Are there any papers about ...", "Is any paper about ...", "Any ..."
+                    r"(?:(?:is|are)\s+there\s+(?:(?:any|an|a)\s+)?|(?:is|are|do|does)\s+any\s+(?:of\s+)?(?:the\s+)?|"
+                    r"any\s+)(?:(?:papers?|works?|stud(?:y|ies)|research|articles?)\s+)?(?:on|about|that|which|with)?\s*)",
                     re.IGNORECASE)
+# "Any robotics papers?": the word naming what is listed.
+_LISTED = re.compile(r"\s+(?:papers|works|studies|articles)(?=\s*(?:here)?\s*[?.!]*\s*$)", re.IGNORECASE)
+# "about robotics" is about robotics.
+_ABOUT = re.compile(r"^(?:about|regarding|concerning)\s+", re.IGNORECASE)
 _GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
                      "analyses propose proposes deal deals dealing address addresses tackle summarize summarise "
-                     "overview research approaches methods".split())
+                     "overview research approaches methods new novel against".split())
 
 
 # The field every paper is in names no topic: "attacks on machine learning models" is about attacks, "machine
@@ -475,7 +482,8 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"."""
-    return _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", question))).strip(" ?.")
+    topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", question))).strip(" ?.")).strip()
+    return _ABOUT.sub("", topic)
 
 
 def topic_alternatives(question: str) -> list[list[str]]:
@@ -567,7 +575,10 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     kept.sort(key=lambda k: -k[0])
     blocks = []
     for n, (_, hit, sents) in enumerate(kept, start=1):
-        i = says_what_it_does(sents, _evidence(sents, knobs), hit.paper)
+        usable = _evidence(sents, knobs)
+        i = says_what_it_does(sents, usable, hit.paper)
+        if len(alternatives) == 1 and len(alternatives[0]) == 1:  # a field named by one rare word
+            i = on_topic_line(sents, usable, i, set(alternatives[0]), hit.paper)
         blocks.append(Evidence(n=n, hit=hit, sentences=(sents[i][0],) if i is not None else (),
                                sentence_scores=(sents[i][1],) if i is not None else ()))
     return blocks
@@ -583,6 +594,26 @@ def collection_blocks(hits: list[Hit]) -> list[Evidence]:
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i:i + 1]),
                                sentence_scores=(1.0,) * min(1, len(sents))))
     return blocks
+
+
+def on_topic_line(sents: list[tuple[str, float]], usable: list[int], i: int | None, topic: set[str],
+                  paper: Paper) -> int | None:
+    """The line a listing of a one-word topic shows, or, when neither it nor the paper's title holds the topic's
+    word, the paper's best sentence about its own work that does: "Which papers are about robotics?" lists a
+    diffusion paper by "Extensive experiments on robotic control ...", which says why it is listed; its method does
+    not."""
+    # The word in another form ("robotic" for "robotics", "private" for "privacy"), not one sharing a short prefix
+    # ("contrast" is not "contrastive").
+    stems = {w[:max(5, len(w) - 2)] for w in topic}
+
+    def holds(text: str) -> bool:
+        return any(w.startswith(s) for w in tokens(text) for s in stems)
+
+    if i is None or not stems or holds(sents[i][0]) or (not paper.title_is_opening and holds(paper.title)):
+        return i
+    own = [j for j in usable if holds(sents[j][0]) and (j > 0 or speaks_of_itself(sents[j][0]))
+           and not speaks_of_others(sents[j][0]) and not points_back(sents[j][0])]
+    return max(own, key=lambda j: sents[j][1], default=i)
 
 
 def says_what_it_does(sents: list[tuple[str, float]], usable: list[int], paper: Paper) -> int | None:

@@ -62,9 +62,13 @@ WANTS_METHOD_NAME = re.compile(
 # Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
 # that ...", "Do any of the papers ...".
 _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
-                     r"(?:papers?|works?|stud(?:y|ies)|research|articles?)?|do(?:es)? any\s+(?:of\s+)?(?:the\s+)?"
-                     r"(?:papers?|abstracts?|works?|stud(?:y|ies))?)\s*(?:on|about|that|which|where|with)?\b",
+                     r"(?:papers?|works?|stud(?:y|ies)|research|articles?)?|(?:do(?:es)?|is|are)\s+any\s+(?:of\s+)?"
+                     r"(?:the\s+)?(?:papers?|abstracts?|works?|stud(?:y|ies))?|any\s+(?=(?:[\w\-]+\s+){1,3}?"
+                     r"(?:papers|works|studies)\b))\s*(?:on|about|that|which|where|with)?\b",
                      re.IGNORECASE)
+# At most this many content words after "Is there a paper on": a field named, not one paper described.
+_TOPIC_WORDS = 3
+_PLURAL = re.compile(r"\b(?:papers|studies|works|articles|are\s+there|do\s+any)\b", re.IGNORECASE)
 _FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
                          "anything".split())
 # Nouns asking for a model by name (their first five letters): "which base model", "which LLMs", "which model
@@ -94,7 +98,9 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"(which|what) (papers|studies|works|articles|research)\b|"
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
-                     r"(papers|work|research) (on|about)|papers (on|about)|" + LISTING_LEAD + r"\s)", re.IGNORECASE)
+                     r"(papers|work|research) (on|about)|papers (on|about)|" + LISTING_LEAD + r"\s|"
+                     # "Any robotics papers?"
+                     r"any\s+(?:[\w\-]+\s+){1,3}?(?:papers|studies|works)\b)", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
@@ -104,7 +110,8 @@ _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me
                          r"(?:index|collection|corpus|library))))(?:\s+(?:you\s+have|here|indexed|in\s+(?:the|this|your)\s+"
                          r"(?:index|collection|corpus|library)))?\s*[?.!]?\s*$", re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
-WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|\bis there (a |any )?(paper|work)|"
+WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|"
+                   r"\bis (?:there (a |any )?|any )(paper|work)|"
                    # "What is the best paper for few-shot learning with noisy labels?"
                    r"\bwhat(?:'s| is) the (?:best|most relevant|right|main|key) (?:paper|work|study|article)\b(?!s)",
                    re.IGNORECASE)
@@ -211,8 +218,11 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
                    re.IGNORECASE)
 # A question that asks for a paper of its own, or says it changes the subject: its "it" / "its" is that new paper
 # ("Something else: is there a paper that recommends meals, and what is its dataset called?"); see _new_subject.
-_NEW_SUBJECT = re.compile(r"^\s*(?:something else|another (?:question|topic)|(?:a )?new (?:question|topic)|"
-                          r"(?:a )?different (?:question|topic)|changing (?:the )?(?:subject|topic))\b|"
+_NEW_SUBJECT = re.compile(r"^\s*(?:(?:ok|okay|so|now|alright|anyway|right)\b[,\s]*)?(?:something else|"
+                          r"another (?:question|topic|thing)|(?:a )?new (?:question|topic|subject)|"
+                          r"(?:a )?different (?:question|topic|subject)|unrelated|on another note|"
+                          r"(?:changing|switching|switch|change) (?:the )?(?:subjects?|topics?)|"
+                          r"(?:changing|switching) (?:gears|tack))\b|"
                           r"\b(?:is there|are there) (?:a|any|an) (?:paper|work|study|article)s?\b|"
                           r"^\s*(?:which|what) (?:paper|work|study|article)\b(?!\s+(?:is|was) (?:it|that)\b)",
                           re.IGNORECASE)
@@ -359,6 +369,7 @@ class Question:
     unmentioned: tuple[str, ...] = ()
     exists: bool = False  # asks whether a paper on something exists: "Is there a paper on ...?", "Do any papers ...?"
     model_asked: bool = False  # asks for a model by name: "Which base model ...?" (not "which kind of models ...?")
+    counted: bool = False  # asks how many of a unit: "How many athletes ...?" (not "how much compute")
 
     @property
     def summary(self) -> bool:
@@ -446,8 +457,9 @@ def _new_subject(question: str) -> bool:
     if not m:
         return False
     described = [t for t in tokens(before[m.end():]) if t not in _NOT_ASKED]
-    return m.group(0).strip().lower().startswith(("something", "another", "new", "a ", "different", "changing")) \
-        or len(described) >= 2
+    said = re.sub(r"^(?:ok|okay|so|now|alright|anyway|right)\b[,\s]*", "", m.group(0).strip().lower())
+    return said.startswith(("something", "another", "new", "a ", "different", "chang", "switch", "unrelated",
+                            "on another")) or len(described) >= 2
 
 
 def short(question: str) -> bool:
@@ -485,6 +497,16 @@ def read(question: str, alone: bool = False) -> Question:
         kind = "which"
     else:
         kind = "factoid"
+    exists = bool(_EXISTS.search(question)) and not _SECOND.search(question, 1)
+    if exists and not selects:
+        words = len([w for w in tokens(_EXISTS.sub("", question)) if w not in _FRAME_WORDS])
+        # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described
+        # in the singular ("Is there work on the privacy risk of the specifications published in learnware?") is
+        # one paper; "Are there papers ...?" asks for all.
+        if words <= _TOPIC_WORDS:
+            kind = "summary"
+        elif kind == "summary" and not _PLURAL.search(question):
+            kind = "which"
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
                                  ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING),
                                  ("overview", WANTS_OVERVIEW), ("method_name", WANTS_METHOD_NAME),
@@ -528,8 +550,10 @@ def read(question: str, alone: bool = False) -> Question:
                     limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
                     choices=choices_in(question) if kind != "summary" and not _EXISTS.search(question) else (),
                     collection=collection,
-                    exists=bool(_EXISTS.search(question)) and not _SECOND.search(question, 1),
-                    model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question))
+                    exists=exists,
+                    model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question),
+                    counted=bool(unit) and not duration and quantity is not None
+                    and quantity.group(0).lower().startswith("how many"))
 
 
 def taken_together(question: str) -> int:

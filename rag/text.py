@@ -292,16 +292,32 @@ def names_model(text: str) -> bool:
     return bool(_MODEL_NAME.search(text))
 
 
-def counts(text: str, heads: tuple[str, ...]) -> bool:
-    """Does the text state an amount of one of the unit nouns `heads`, the noun among the three words after the number
-    (same clause)? e.g. counts("generating 200,000+ synthetic trajectories", ("trajectories",)) -> True; "from 0.5B
-    to 9B parameters, NITP improves ... with negligible computational overhead" does not count compute."""
+# Amounts written in words: "seven teacher-student pairs", "thousands of trajectories".
+_AMOUNT_WORDS = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                           r"fifty|hundred|thousand|million|billion|dozen|hundreds|thousands|millions|billions|"
+                           r"dozens)\b(?:\s+of\b)?|\b(?:log\s+)?(?![aAI]\b)[a-zA-Z]\b(?=\s)", re.IGNORECASE)
+# Nouns counting people, one stem for all: "how many participants" is counted by "an 18-person study".
+_PEOPLE = frozenset({"perso", "peopl", "parti", "users", "user", "subje", "human", "annot", "worke", "volun", "athle"})
+
+
+def unit_stems(heads: tuple[str, ...]) -> set[str]:
+    """The five-letter stems a unit is written with, every name of people for one of them."""
     stems = {h[:5].lower() for h in heads}
-    for m in _QUANTITY.finditer(text):
+    return stems | _PEOPLE if stems & _PEOPLE else stems
+
+
+def counts(text: str, heads: tuple[str, ...], in_words: bool = True) -> bool:
+    """Does the text state an amount of one of the unit nouns `heads`, the noun among the three words after the number
+    (same clause), the number written in digits, in words, or hyphenated to the noun? e.g. counts("generating 200,000+
+    synthetic trajectories", ("trajectories",)) -> True, counts("an 18-person user study", ("participants",)) -> True;
+    "from 0.5B to 9B parameters, NITP improves ... with negligible computational overhead" does not count compute.
+    Without `in_words` only digits count ("thousands of trajectories" states no exact amount)."""
+    stems = unit_stems(heads)
+    for m in (*_QUANTITY.finditer(text), *(_AMOUNT_WORDS.finditer(text) if in_words else ())):
         clause = re.split(r"[,.;:()]", text[m.end():], maxsplit=1)[0]
         if any(w[:5].lower() in stems for w in re.findall(r"[A-Za-z][\w\-]*", clause)[:3]):
             return True
-    return False
+    return any(m.group(1)[:5].lower() in stems for m in re.finditer(r"\b\d+(?:\.\d+)?-([A-Za-z]+)", text))
 
 
 def has_quantity(text: str) -> bool:

@@ -767,6 +767,11 @@ def test_a_follow_up_that_asks_for_a_paper_of_its_own_is_not_pinned_to_the_last_
     assert focus("Something else: is there a paper that recommends sustainable meals, and what is its dataset "
                  "called?") == ()
     assert focus("Is there a paper that recommends sustainable meals, and what is its dataset called?") == ()
+    # Said as a blind conversation said it: "switching topics - ..." had stayed on the diet paper.
+    for switched in ("switching topics - which paper studies grokking and what loss do they propose?",
+                     "ok different question: what does it propose?", "Changing the subject: what do they find?"):
+        assert focus(switched) == (), switched
+    assert focus("ok, how do they do it?") == ("conjoint",)
     # Pointing back, with or without asking for "which paper".
     assert focus("What approximation does it use?") == ("conjoint",)
     assert focus("Which paper did they compare against?") == ("conjoint",)
@@ -1502,3 +1507,15 @@ def test_who_wins_between_two_named_papers_sets_them_side_by_side() -> None:
     got = resolve(question, q, [], locate=lambda s: None, named=lambda name: names.get(name.lower()))
     assert got.papers == ("sera", "optminer") and got.side_by_side
     assert Q.read("which one is cheaper, SERA or RL?").compares
+
+
+def test_a_sentence_the_model_says_twice_is_shown_once() -> None:
+    """A blind dev answer: "The Opt-Miner framework proposes a novel tree-guided data synthesis pipeline [1]. The
+    Opt-Miner framework proposes a tree-guided data synthesis pipeline [1]." """
+    q = Q.read("What does SOLAR produce?")
+    once = "SOLAR surpasses the strongest supervised VLM by 7.08 points on this benchmark [1]."
+    twice = once + " SOLAR surpasses the strongest supervised VLM by 7.08 points on the benchmark [1]."
+    sentences, checks = checked(twice, q.text, [block(SOLAR)])
+    assert len(sentences) == 2 and all(c.supported for c in checks)
+    text, mode, shown = compose.factoid(sentences, checks, [block(SOLAR)], q, twice)
+    assert mode == "generated" and text.count("7.08") == 1 and len(shown) == 1, text

@@ -37,6 +37,22 @@ def test_a_unit_the_paper_never_mentions_is_a_reason_to_abstain() -> None:
     assert unanswerable_reason(read("How many milliseconds?"), []) is None
 
 
+def test_a_count_the_paper_never_gives_is_a_reason_to_abstain() -> None:
+    athletes = make_paper("We propose STT-LLM, a tokenizer for longitudinal data. We evaluate STT-LLM on real-world "
+                          "longitudinal datasets from athletes.", "s.txt", 0)
+    reason = unanswerable_reason(read("How many athletes are in the datasets used to evaluate STT-LLM?"), [athletes])
+    assert reason == "the abstracts found never give a number of athletes"
+    # A count in digits, in words, hyphenated to the noun, or symbolic; people by any of their names.
+    study = make_paper("We propose Empower. We conducted an 18-person user study. It used seven teacher-student "
+                       "pairs, and networks need log k layers.", "e.txt", 0)
+    for question in ("How many participants were in the user study?", "How many people took part in the study?",
+                     "How many teacher-student pairs were used?", "How many layers do the networks need?"):
+        assert unanswerable_reason(read(question), [study]) is None, question
+    # "How much ...?" may be answered without a number ("negligible overhead").
+    assert unanswerable_reason(read("How much token overhead does PrivGate add per benchmark?"), [PRIV]) is None
+    assert unanswerable_reason(read("How many benchmarks was PrivGate evaluated on?"), [PRIV]) is None
+
+
 def test_author_questions_need_author_records() -> None:
     assert "no author" in (unanswerable_reason(read("Who are the authors of the PrivGate paper?"), [PRIV]) or "")
     assert "no author" in (unanswerable_reason(read("Which university is PrivGate from?"), [PRIV]) or "")

@@ -27,8 +27,8 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
                 "Tell me about the paper on private hypothesis selection.", "Give me a quick overview of NITP.",
                 "What is the main contribution of TIED?", "What problem does R2G solve?", "Summarize the SERA paper.",
                 "Summarize PrivGate", "What does the paper on relational deep learning propose?",
-                "Is there a paper on sustainable diet recommendation?",
-                "Do any of the papers look at diet recommendation?")
+                "Is there a paper on sustainable diet recommendation for individual users?",
+                "Do any of the papers look at recommending sustainable diets to individual users?")
     for asked in overview:
         assert "overview" in Q.read(asked).asks, asked
     # One paper to summarize is not a field to list; a field still is.
@@ -45,6 +45,16 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
         assert Q.read(asked).exists, asked
     assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").topic_words == [
         "speculative", "decoding", "faster", "llm", "inference"]
+    # As typed in the chat: "any robotics papers?" had been a factoid, "is any paper about robots?" a yes/no.
+    for typed, topic in (("any robotics papers?", ["robotics"]), ("is any paper about robots?", ["robots"]),
+                         ("Are any of the papers about privacy?", ["privacy"])):
+        assert Q.read(typed).exists and Q.read(typed).topic_words == topic, typed
+    # A field named in a word or three is listed (every paper in it answers); a paper described is one paper.
+    for field in ("is there a paper on robotics?", "any robotics papers?", "is any paper about robots?",
+                  "Is there any work on label proportions?"):
+        assert Q.read(field).kind == "summary", field
+    assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").kind == "which"
+    assert Q.read("Is there a paper on video-text retrieval?").kind == "which"
     for other in ("Is the code available?", "Is there a paper that recommends sustainable meals, and what is its "
                   "dataset called?", "Which paper studies privacy?", "Does PrivGate need fine-tuning?"):
         assert not Q.read(other).exists, other
@@ -86,7 +96,7 @@ def test_a_model_sentence_denying_the_paper_it_cites_is_not_supported() -> None:
         papers = SentenceScorer(emb).sentences([b.hit for b in blocks])
         return support.check(sentence, question, blocks, emb, papers, lenient)[1][0]
 
-    question = "Is there a paper on sustainable diet recommendation?"
+    question = "Is there a paper on sustainable diet recommendation for individual users?"
     assert check("A paper proposes a sustainable diet recommendation model [1].", question, DIET).supported
     for denial in ("No, there is no paper on sustainable diet recommendation [1].",
                    "No paper proposes a sustainable diet recommendation model [1]."):
@@ -104,7 +114,7 @@ def test_a_model_sentence_denying_the_paper_it_cites_is_not_supported() -> None:
 def test_an_overview_from_the_evidence_drops_the_phrase_pointing_back_at_an_unshown_sentence() -> None:
     from rag import compose
 
-    q = Q.read("Is there a paper on sustainable diet recommendation?")
+    q = Q.read("Is there a paper on sustainable diet recommendation for individual users?")
     sents = ("To address this issue, we propose a personalized sustainable diet recommendation model based on a "
              "constraint-aware decision-making mechanism.",)
     text = compose.fallback([Evidence(1, Hit(DIET, 1.0), sents, (3.0,))], q)

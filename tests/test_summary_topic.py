@@ -89,3 +89,30 @@ def test_a_paper_whose_sentence_is_close_to_the_topic_alone_is_listed() -> None:
 
     assert listed() == [lie]
     assert listed(summary_topic_cover=0.0) == []  # the route off: no sentence is close enough to the whole question
+
+
+def test_a_listing_of_a_one_word_field_shows_the_sentence_that_puts_the_paper_in_it() -> None:
+    """"Which papers are about robotics?" listed a diffusion paper by its method, which says nothing of robotics; the
+    sentence reporting its robotic-control experiments says why it is listed."""
+    from rag.evidence import on_topic_line
+    from rag.parse import make_paper
+
+    sents = [("Diffusion models are used in robotics with diffusion policies.", 0.9),
+             ("We develop a principled MOL framework for diffusion models.", 0.8),
+             ("Extensive experiments on robotic control are conducted.", 0.5),
+             ("In contrast, we construct deeper architectures.", 0.4)]
+    paper = make_paper(" ".join(s for s, _ in sents), "a.txt", 0)
+    assert on_topic_line(sents, [0, 1, 2, 3], 1, {"robotics"}, paper) == 2  # not the field's background opening
+    assert on_topic_line(sents, [0, 1, 2, 3], 2, {"robotics"}, paper) == 2  # already on it
+    assert on_topic_line(sents, [0, 1, 2, 3], 1, {"contrastive"}, paper) == 1  # "contrast" is another word
+    titled = make_paper(" ".join(s for s, _ in sents), "a.txt", 0, title="MOL for robotics")
+    assert on_topic_line(sents, [0, 1, 2, 3], 1, {"robotics"}, titled) == 1  # the title says it
+
+
+def test_words_framing_a_listing_are_no_topic() -> None:
+    """"which papers propose new attacks against ml models?" listed PrivGate first: "new" and "against" are rare in
+    the seeds, so they weighed as much as "attacks"."""
+    from rag.evidence import topic_alternatives
+
+    assert topic_alternatives("which papers propose new attacks against ml models?") == [["attacks", "ml", "models"]]
+    assert topic_alternatives("Which papers propose novel attacks?") == [["attacks"]]
