@@ -42,6 +42,8 @@ _CLAUSE_CUT = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s+|\s+\((?=[^)]{40,}\))")
 _LEADING = re.compile(r"^(?:and|but|while|whereas|which|thereby|so|thus|hence|moreover|furthermore|additionally|"
                       r"in addition|specifically|notably|overall|finally|however|as a result)\b[,\s]*", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+# "The answer is: SeL [1].", "The paper is: ..." : the frame says nothing.
+_SAID = re.compile(r"^(?:-\s*)?(?:the (?:answer|paper) is(?: about)?|answer)\s*:?\s*(?=\S)", re.IGNORECASE)
 # Two sentences sharing this share of their words (Jaccard) say the same thing.
 _REPEATED = 0.8
 # "To address this challenge, we propose ...", "Leveraging this flexibility, we ...": an opening phrase pointing back
@@ -434,6 +436,16 @@ def counts_the_unit(sentence: str, cites: tuple[int, ...], blocks: list[Evidence
         for b in blocks if b.n in cites for x in split_sentences(b.hit.paper.abstract))
 
 
+def _unframed(sentence: str) -> str:
+    """A model sentence without the frame a small model puts around a copied span: 'The paper is: "TFMixer, a joint
+    time-frequency modeling framework" [1].' -> 'TFMixer, a joint time-frequency modeling framework [1].'."""
+    plain = _SAID.sub("", sentence.strip())
+    plain = re.sub(r"[\"“”]", "", plain).strip()
+    # "[1] Diffusion models are used." -> "Diffusion models are used [1]."
+    plain = re.sub(r"^((?:\[\d+\]\s*)+)(\S.*?)\s*\.?$", lambda m: f"{m.group(2)} {m.group(1).strip()}.", plain)
+    return _capital(plain) if plain else sentence.strip()
+
+
 def _distinct(kept: list[tuple[str, SentenceCheck]]) -> list[tuple[str, SentenceCheck]]:
     """The model's sentences without one that repeats an earlier one nearly word for word (a small model says
     "The Opt-Miner framework proposes a novel tree-guided ..." twice, once without "novel")."""
@@ -474,7 +486,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         if knobs.reorder_by_evidence else holding[0]
     kept = [kept[first]] + kept[:first] + kept[first + 1:]
     kept = _distinct(kept)[:knobs.answer_sentences]
-    text = " ".join(s.strip() for s, _ in kept)
+    text = " ".join(_unframed(s) for s, _ in kept)
     if knobs.evidence_after_answer and len(kept) == 1 and not (intent.wants == "number"
                                                                and answers_asked(intent, text)):
         # One short model sentence: the best evidence sentence that adds to it follows, so a fact the model

@@ -232,11 +232,14 @@ class LexicalIndex:
     def __len__(self) -> int:
         return len(self.chunk_ids)
 
-    def search(self, query: str, k: int, allowed: set[str] | None = None) -> list[tuple[str, str, float]]:
-        """Best chunks for the query with a positive score, optionally only of the allowed paper ids."""
+    def search(self, query: str, k: int, allowed: set[str] | None = None,
+               number_forms: bool = True) -> list[tuple[str, str, float]]:
+        """Best chunks for the query with a positive score, optionally only of the allowed paper ids; each query
+        word also searched in its other number (`_number_forms`) unless `number_forms` is off."""
         if self._bm25 is None or not self.chunk_ids:
             return []
         q = tokens(query)
+        q = self._number_forms(q) if number_forms else q
         if not q:
             return []
         # Ask for more when filtering, since filtered-out chunks are dropped after scoring.
@@ -257,6 +260,18 @@ class LexicalIndex:
             out.append((self.chunk_ids[int(idx)], pid, float(score)))
             if len(out) >= k:
                 break
+        return out
+
+    def _number_forms(self, q: list[str]) -> list[str]:
+        """The query's words and, where the index holds it, each one's other number: "VLM" also finds "VLMs",
+        "GNNs" also "GNN" (an abstract writes the plural where a user types the singular)."""
+        out = list(q)
+        for word in q:
+            if len(word) < 3 or not word.isalpha():
+                continue
+            other = word[:-1] if word.endswith("s") and not word.endswith("ss") else word + "s"
+            if other not in out and other in self._word_ids:
+                out.append(other)
         return out
 
     def _top(self, q: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -287,7 +302,8 @@ class LexicalIndex:
         return docs[order], scores[order]
 
     def in_few_papers(self, query: str, k: int, limit: int) -> bool:
-        """Whether `search(query, k)` returns chunks of between 1 and `limit` distinct papers.
+        """Whether `search(query, k, number_forms=False)` returns chunks of between 1 and `limit` distinct papers:
+        the words as written are rare ("GNN" in few papers though "GNNs" is in many).
 
         Answered from the postings without building search's result list (see `_papers_in_top`), e.g. "solar" in
         3 chunks of 1 paper -> True; "model" in 121,684 chunks (100k papers), whose best k = 2,008 come from 1,759
@@ -297,7 +313,7 @@ class LexicalIndex:
         if self._bm25 is None or not self.chunk_ids or k < 1:
             return False
         if self._postings is None:
-            return 0 < len({pid for _, pid, _ in self.search(query, k)}) <= limit
+            return 0 < len({pid for _, pid, _ in self.search(query, k, number_forms=False)}) <= limit
         return 0 < self._papers_in_top(tokens(query), min(k, len(self.chunk_ids))) <= limit
 
     def _papers_in_top(self, q: list[str], want: int) -> int:

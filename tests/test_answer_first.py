@@ -1519,3 +1519,15 @@ def test_a_sentence_the_model_says_twice_is_shown_once() -> None:
     assert len(sentences) == 2 and all(c.supported for c in checks)
     text, mode, shown = compose.factoid(sentences, checks, [block(SOLAR)], q, twice)
     assert mode == "generated" and text.count("7.08") == 1 and len(shown) == 1, text
+
+
+def test_the_frame_a_small_model_puts_around_a_copied_span_is_dropped() -> None:
+    """Seen in the chat and on dev: 'The paper is: "TFMixer, a joint time-frequency ..." [1].', "The answer is [1]
+    Diffusion models are ...": the copied span is supported, the frame and the quotes say nothing."""
+    q = Q.read("By how many points does SOLAR beat the strongest supervised VLM?")
+    for raw in ('The answer is: "SOLAR surpasses the strongest supervised VLM by 7.08 points" [1].',
+                "The answer is [1] SOLAR surpasses the strongest supervised VLM by 7.08 points."):
+        sentences, checks = checked(raw, q.text, [block(SOLAR)])
+        text, mode, _ = compose.factoid(sentences, checks, [block(SOLAR)], q, raw)
+        assert mode == "generated" and text.startswith("SOLAR surpasses the strongest") and '"' not in text, text
+        assert "[1]" in text and "answer is" not in text.lower(), text

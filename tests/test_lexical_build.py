@@ -114,3 +114,16 @@ def test_idf_counts_papers_not_chunks() -> None:
         assert got.keys() == want.keys()  # an unknown word is left out
         assert all(abs(got[w] - want[w]) < 1e-12 for w in want), got
         assert index.idf(["diffusion"]) == {"diffusion": got["diffusion"]}  # remembered, the same
+
+
+def test_a_query_word_also_finds_its_other_number() -> None:
+    """"which paper would help me make my VLM faster?" found SOLAR ("the strongest supervised VLM") and not the paper
+    on "Vision-Language Models (VLMs)": the index held the plural, the user typed the singular."""
+    index = LexicalIndex.build([("a:0", "a", "VLMs suffer from high inference latency"),
+                                ("b:0", "b", "SOLAR surpasses the strongest supervised VLM"),
+                                ("c:0", "c", "Graph neural networks (GNNs) leak links"),
+                                ("d:0", "d", "unrelated words only")])
+    assert {pid for _, pid, _ in index.search("VLM latency", 5)} == {"a", "b"}
+    assert [pid for _, pid, _ in index.search("VLM latency", 5)][0] == "a"
+    assert {pid for _, pid, _ in index.search("GNN", 5)} == {"c"}
+    assert index.search("class", 5) == []  # "clas" is no singular of it

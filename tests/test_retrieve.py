@@ -26,7 +26,7 @@ from rag.text import tokens
 
 def _few_by_search(index: LexicalIndex, query: str, k: int, limit: int) -> bool:
     """The definition `in_few_papers` answers without searching."""
-    return 0 < len({pid for _, pid, _ in index.search(query, k)}) <= limit
+    return 0 < len({pid for _, pid, _ in index.search(query, k, number_forms=False)}) <= limit
 
 
 def _toy_index() -> LexicalIndex:
