@@ -25,6 +25,7 @@ questions describe what they ask for in their own words ("which surface", "what 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .evidence import states_cause, topic_alternatives
@@ -67,6 +68,11 @@ def _topic_found(question: Question, hits: Sequence[Hit]) -> bool:
     alternatives = topic_alternatives(question.text)
     return any(all(_holds(w, words) for w in alt) for alt in alternatives
                for words in (_words(h.paper) for h in hits))
+
+
+# Training details an abstract rarely states, asked for by name.
+_DETAIL = re.compile(r"\b(?:learning rates?|batch sizes?|weight decay|dropout rates?|random seeds?|privacy budgets?|"
+                     r"warm-?up steps|optimi[sz]er settings)\b", re.IGNORECASE)
 
 
 def _holds(term: str, words: set[str]) -> bool:
@@ -117,6 +123,11 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
         return "the abstracts found say nothing about code, data or weights being available"
     if question.limitations and not any(_admits_limit(question, p) for p in papers):
         return "the abstracts found state no limitation of their own work"
+    detail = _DETAIL.search(question.text)
+    if detail and not any(all(_holds(w, _words(p)) for w in tokens(detail.group(0))) for p in papers):
+        # "What learning rate was used to train UHM?": abstracts rarely give a training detail; when none found
+        # writes it, no sentence there answers.
+        return f"the abstracts found never mention {detail.group(0).lower()}"
     if question.unit:
         words = {w for p in papers for w in tokens(p.title + " " + p.abstract)}
         if not any(_mentions(t, words) for t in question.unit):

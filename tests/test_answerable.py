@@ -53,6 +53,16 @@ def test_a_count_the_paper_never_gives_is_a_reason_to_abstain() -> None:
     assert unanswerable_reason(read("How many benchmarks was PrivGate evaluated on?"), [PRIV]) is None
 
 
+def test_a_training_detail_the_paper_never_names_is_a_reason_to_abstain() -> None:
+    uhm = make_paper("We propose UHM, a scalable value learning method with a winsorized horizon.", "u.txt", 0)
+    assert unanswerable_reason(read("What learning rate was used to train the universal horizon models?"), [uhm]) \
+        == "the abstracts found never mention learning rate"
+    assert "privacy budget" in (unanswerable_reason(read("Which privacy budget epsilon is used?"), [PRIV]) or "")
+    tuned = make_paper("We propose FastGen. A learning rate of 3e-4 and a batch size of 64 suffice.", "f.txt", 0)
+    assert unanswerable_reason(read("What learning rate and batch size does FastGen use?"), [tuned]) is None
+    assert unanswerable_reason(read("How does UHM learn values?"), [uhm]) is None  # no detail asked
+
+
 def test_author_questions_need_author_records() -> None:
     assert "no author" in (unanswerable_reason(read("Who are the authors of the PrivGate paper?"), [PRIV]) or "")
     assert "no author" in (unanswerable_reason(read("Which university is PrivGate from?"), [PRIV]) or "")
