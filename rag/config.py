@@ -265,6 +265,10 @@ class Answering(Group):
     choice_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence naming one "
                                                  "alternative of an either/or question (\"Is RHI model-based or "
                                                  "model-free?\" -> \"We propose a model-free algorithm\")")
+    solution_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence presenting its "
+                                                   "own work (\"we propose ...\") when the question asks for the way "
+                                                   "a problem is solved (\"what's the fix for ...?\", \"how can ... "
+                                                   "be sped up?\")", ge=0.0)
     overview_boost: float = Field(2.0, description="added, inside the evidence paper, to its first sentence "
                                                    "presenting its own work (\"we propose ...\") and to an opening "
                                                    "in which it speaks of itself (\"We study ...\"); half of it to "

@@ -59,6 +59,13 @@ WANTS_METHOD_NAME = re.compile(
     r"\bwhat(?:'s|’s| is| was)\s+(?:(?:their|its|the|this|that)\s+)?(?:proposed\s+|new\s+)?(?:fix|method|approach|"
     r"solution|framework|algorithm|technique|remedy|it|this)\s+(?:called|named)\b|\bwhat do (?:they|the authors) call "
     r"(?:it|their (?:fix|method|approach|solution|framework|algorithm|technique))\b", re.IGNORECASE)
+# The way the paper solves a problem asked for: "what's the fix for LLM agents that stop ...?", "how can RL training
+# of LLMs be sped up when ...?", "how should graphs built from a schema be changed so ...?".
+WANTS_SOLUTION = re.compile(
+    r"\bwhat(?:'s|’s| is| was| are)\s+(?:(?:the|their|its|a|an|this|that)\s+)?(?:proposed\s+|new\s+|main\s+)?"
+    r"(?:fix|fixes|solution|remedy|cure)\b(?!\s+(?:called|named))|"
+    r"^\s*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:can|could|should|would|might|to|do (?:you|we|people|they))\b",
+    re.IGNORECASE)
 # Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
 # that ...", "Do any of the papers ...".
 _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
@@ -510,7 +517,7 @@ def read(question: str, alone: bool = False) -> Question:
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
                                  ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING),
                                  ("overview", WANTS_OVERVIEW), ("method_name", WANTS_METHOD_NAME),
-                                 ("evaluation", WANTS_EVALUATION))
+                                 ("evaluation", WANTS_EVALUATION), ("solution", WANTS_SOLUTION))
             if (pattern.search(question) or (k == "overview" and _ONE_PAPER.search(question)))
             # A second question asks something narrower: "is there a paper that ..., and what is its dataset?"
             and not (k == "overview" and (kind == "summary" or _SECOND.search(question, 1)))]

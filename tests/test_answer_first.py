@@ -1531,3 +1531,24 @@ def test_the_frame_a_small_model_puts_around_a_copied_span_is_dropped() -> None:
         text, mode, _ = compose.factoid(sentences, checks, [block(SOLAR)], q, raw)
         assert mode == "generated" and text.startswith("SOLAR surpasses the strongest") and '"' not in text, text
         assert "[1]" in text and "answer is" not in text.lower(), text
+
+
+def test_the_way_a_problem_is_solved_is_answered_by_the_sentence_presenting_the_work() -> None:
+    """Blind dev questions describing a problem and asking for its fix ("what's the fix for LLM agents that stop
+    gathering useful information after outcome-based RL training?") were answered by the sentence stating the
+    problem, which shares the question's words."""
+    from rag.config import Answering
+    from rag.evidence import cue_bonus
+
+    knobs = Answering(solution_boost=2.0)
+    problem = ("However, outcome-based RL can induce a failure mode: agents fail to elicit informative feedback and "
+               "to internalize obtained evidence.")
+    fix = "To mitigate this issue, we propose AREW, a simple advantage reweighting method."
+    for asked in ("what's the fix for LLM agents that stop gathering useful information after RL training?",
+                  "how can RL training of LLMs be sped up when a few responses are extremely long?",
+                  "So how should graphs built from a database schema be changed?"):
+        q = Q.read(asked)
+        assert "solution" in q.asks, asked
+        assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, problem, knobs) == 0.0, asked
+    for other in ("How does SERA work?", "what's their fix called?", "How much does it cost?"):
+        assert "solution" not in Q.read(other).asks, other
