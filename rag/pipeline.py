@@ -433,6 +433,8 @@ class Assistant:
             missing = ", ".join(q.unmentioned)
             if listing:
                 notices.append(f"no abstract mentions {missing}: these are the closest papers")
+                if q.exists and none_on_topic:  # "Any papers on protein folding?": the answer says no, then the rest
+                    text = f"No abstract mentions {missing}; the closest papers:\n{text}"
             else:
                 text = f"No abstract mentions {missing}; the closest: {text}"
         if not abstained:

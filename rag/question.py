@@ -70,12 +70,13 @@ WANTS_SOLUTION = re.compile(
 # that ...", "Do any of the papers ...".
 _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
                      r"(?:papers?|works?|stud(?:y|ies)|research|articles?)?|(?:do(?:es)?|is|are)\s+any\s+(?:of\s+)?"
-                     r"(?:the\s+)?(?:papers?|abstracts?|works?|stud(?:y|ies))?|any\s+(?=(?:[\w\-]+\s+){1,3}?"
-                     r"(?:papers|works|studies)\b))\s*(?:on|about|that|which|where|with)?\b",
+                     r"(?:the\s+)?(?:papers?|abstracts?|works?|stud(?:y|ies))?|any\s+(?=(?:[\w\-]+\s+){0,3}?"
+                     r"(?:papers|works?|studies|research)\b))\s*(?:on|about|that|which|where|with)?\b",
                      re.IGNORECASE)
 # At most this many content words after "Is there a paper on": a field named, not one paper described.
 _TOPIC_WORDS = 3
-_PLURAL = re.compile(r"\b(?:papers|studies|works|articles|are\s+there|do\s+any)\b", re.IGNORECASE)
+_PLURAL = re.compile(r"\b(?:papers|studies|works|articles|are\s+there|do\s+any)\b|^\s*(?:(?:and|so|ok|okay|also|now)\b"
+                     r"[,\s]*)?any\b", re.IGNORECASE)
 _FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
                          "anything".split())
 # Nouns asking for a model by name (their first five letters): "which base model", "which LLMs", "which model

@@ -55,6 +55,10 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
         assert Q.read(field).kind == "summary", field
     assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").kind == "which"
     assert Q.read("Is there a paper on video-text retrieval?").kind == "which"
+    # "Any ..." asks for all of them, however long the topic (a blind dev listing had become one paper).
+    for plural in ("Any work on 3D point clouds or LiDAR?", "any papers on protein structure prediction with "
+                   "diffusion models?"):
+        assert Q.read(plural).kind == "summary" and Q.read(plural).exists, plural
     for other in ("Is the code available?", "Is there a paper that recommends sustainable meals, and what is its "
                   "dataset called?", "Which paper studies privacy?", "Does PrivGate need fine-tuning?"):
         assert not Q.read(other).exists, other

@@ -243,6 +243,10 @@ def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_th
     ans = a.ask("Is there a paper on persistent backdoor attacks in class-incremental learning?")
     assert not ans.abstained and not ans.text.startswith("No abstract mentions"), ans.text
     assert "backdoor" in ans.text.lower()
+    # Asked for papers, a listing: its answer says so too, not only its small print (a blind dev question, "any
+    # papers on protein structure prediction with diffusion models?", listed diffusion papers without a word).
+    listed = a.ask("Are there any papers on federated learning?")
+    assert listed.text.startswith("No abstract mentions federated; the closest papers:\n- "), listed.text
 
 
 def test_how_many_papers_is_a_listing_that_opens_with_its_count(built) -> None:  # type: ignore[no-untyped-def]
