@@ -117,6 +117,12 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             return Focus(question, both, side_by_side=True)
     if not history or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
+    if intent.compares and not intent.refers_back and len(Q.compared_parts(question)) == 1:
+        # "compare w/ the disentanglement paper", "compare with NAEViT": the paper under discussion is the other side.
+        cited = previous_citations(history, locate)
+        other = first(" ".join(Q.compared_parts(question)))
+        if len(cited) == 1 and other and other != cited[0]:
+            return Focus(question, (cited[0], other), side_by_side=True)
     if not intent.refers_back:
         asked = Q.named_words(question)
         if intent.summary or not asked or not Q.short(question):

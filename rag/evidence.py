@@ -483,7 +483,7 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"."""
-    topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", question))).strip(" ?.")).strip()
+    topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", Q.proper(question)))).strip(" ?.")).strip()
     return _ABOUT.sub("", topic)
 
 

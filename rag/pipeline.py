@@ -252,9 +252,13 @@ class Assistant:
         return self.retriever.search(q.searched, filters, top_k=top_k)
 
     def _words(self, paper_id: str) -> set[str]:
-        """A paper's words, as questions are read (`text.tokens`)."""
+        """A paper's words, as questions are read (`text.tokens`), a slashed one also written whole ("I/O" is "io",
+        as a follow-up types it: "and the io cost?")."""
         paper = self.retriever.catalog.get_many([paper_id]).get(paper_id)
-        return set(tokens(paper.raw + " " + paper.title)) if paper else set()
+        if paper is None:
+            return set()
+        text = paper.raw + " " + paper.title
+        return set(tokens(text)) | set(tokens(re.sub(r"(?<=\w)/(?=\w)", "", text)))
 
     def _first(self, text: str) -> str | None:
         """The paper a text alone retrieves first."""

@@ -71,7 +71,8 @@ WANTS_SOLUTION = re.compile(
 _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
                      r"(?:papers?|works?|stud(?:y|ies)|research|articles?)?|(?:do(?:es)?|is|are)\s+any\s+(?:of\s+)?"
                      r"(?:the\s+)?(?:papers?|abstracts?|works?|stud(?:y|ies))?|any\s+(?=(?:[\w\-]+\s+){0,3}?"
-                     r"(?:papers|works?|studies|research)\b))\s*(?:on|about|that|which|where|with)?\b",
+                     r"(?:papers|works?|studies|research)\b)|anything(?=\s+(?:on|about|regarding)\b))\s*"
+                     r"(?:on|about|regarding|that|which|where|with)?\b",
                      re.IGNORECASE)
 # At most this many content words after "Is there a paper on": a field named, not one paper described.
 _TOPIC_WORDS = 3
@@ -98,7 +99,7 @@ COUNT = re.compile(r"\b" + _COUNTED, re.IGNORECASE)
 # Other ways to ask for a listing, as users type them: "What about papers dealing with time series?", "Any papers on
 # privacy?", "Show me papers about RL" (also dropped from the topic: `evidence.topic_alternatives`).
 LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|work|studies|research)|"
-                r"any\s+(?:papers|work|studies|research)|"
+                r"any\s+(?:papers|work|studies|research)|anything\s+(?:on|about|regarding)|"
                 r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works))")
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
@@ -310,6 +311,7 @@ _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under
 # ("diffrent", "diference": the misspellings users type)
 _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|dif+e?r(?:s|e?n(?:t|ces?))?|"
                        r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies)|shares? with|"
+                       r"stacks? up|measures? up|fares?|holds? up|"
                        r"who wins|which (?:one |of the two )?(?:is|was|does|did) (?:better|worse|cheaper|faster|"
                        r"slower|more|less))\b",
                        re.IGNORECASE)
@@ -425,7 +427,7 @@ class Question:
     def topic_words(self) -> list[str]:
         """An existence question's topic, as content words: "Is there a paper on speculative decoding for faster LLM
         inference?" -> ["speculative", "decoding", "faster", "llm", "inference"]."""
-        return [w for w in dict.fromkeys(tokens(_EXISTS.sub("", self.text))) if w not in _FRAME_WORDS]
+        return [w for w in dict.fromkeys(tokens(_EXISTS.sub("", proper(self.text)))) if w not in _FRAME_WORDS]
 
     def distinctive(self, paper_words: set[str]) -> tuple[str, ...]:
         """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
@@ -494,20 +496,33 @@ def elliptical(question: str) -> bool:
     return short(question) and not named_words(question)
 
 
+# A lead-in saying the subject changes, before the question proper: "new question: anything on ...", "btw, ...".
+_LEAD_IN = re.compile(r"^\s*(?:(?:ok(?:ay)?|so|now|right|alright|and|also)\b[,\s]*)*(?:(?:(?:a\s+)?(?:new|different|"
+                      r"another|unrelated|separate)\s+(?:question|topic|subject|thing)|unrelated(?:,?\s+but)?|btw|"
+                      r"by the way|(?:changing|switching)\s+(?:the\s+)?(?:subjects?|topics?))\s*[:,;\-–—.]*\s*)?",
+                      re.IGNORECASE)
+
+
+def proper(question: str) -> str:
+    """The question without a lead-in changing the subject: "btw, which papers use RL?" -> "which papers use RL?"."""
+    return _LEAD_IN.sub("", question)
+
+
 def read(question: str, alone: bool = False) -> Question:
     """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True);
     `alone`: nothing was said before, so "Which of these papers ...?" asks about every paper, not earlier ones."""
     selects = bool(_SELECT.search(question)) and not alone
     collection = bool(_COLLECTION.match(question))
-    if (SUMMARY.search(question) or collection) and not selects and not _ONE_PAPER.search(question):
+    asked = proper(question)  # the question after a lead-in changing the subject
+    if (SUMMARY.search(asked) or collection) and not selects and not _ONE_PAPER.search(asked):
         kind = "summary"
     elif WHICH.search(question) or selects:
         kind = "which"
     else:
         kind = "factoid"
-    exists = bool(_EXISTS.search(question)) and not _SECOND.search(question, 1)
+    exists = bool(_EXISTS.search(asked)) and not _SECOND.search(asked, 1)
     if exists and not selects:
-        words = len([w for w in tokens(_EXISTS.sub("", question)) if w not in _FRAME_WORDS])
+        words = len([w for w in tokens(_EXISTS.sub("", asked)) if w not in _FRAME_WORDS])
         # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described
         # in the singular ("Is there work on the privacy risk of the specifications published in learnware?") is
         # one paper; "Are there papers ...?" asks for all.

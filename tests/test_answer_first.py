@@ -1552,3 +1552,35 @@ def test_the_way_a_problem_is_solved_is_answered_by_the_sentence_presenting_the_
         assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, problem, knobs) == 0.0, asked
     for other in ("How does SERA work?", "what's their fix called?", "How much does it cost?"):
         assert "solution" not in Q.read(other).asks, other
+
+
+def test_a_comparison_with_one_paper_named_sets_it_beside_the_one_discussed() -> None:
+    """Blind dev conversations: "compare w/ the disentanglement jacobian orthogonality paper" and "how does it stack
+    up against the phenotypic screening contrastive one" each cited one paper."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "what algorithm gives the frequencies?"},
+               {"role": "assistant", "content": "A waterfilling algorithm [1].", "paper_ids": ["contrastive"]}]
+
+    def focus(question: str) -> tuple[str, ...]:
+        return resolve(question, Q.read(question), history, locate=lambda s: None,
+                       first=lambda text: "disentangle" if "disentangle" in text else "contrastive").papers
+
+    assert focus("compare w/ the disentanglement jacobian orthogonality paper") == ("contrastive", "disentangle")
+    assert Q.read("how does it stack up against the disentanglement one").compares
+    assert focus("how does it stack up against the disentanglement one") == ("contrastive", "disentangle")
+    # Without history, or naming nothing else, nothing is set beside it.
+    assert resolve("compare w/ the disentanglement paper", Q.read("compare w/ the disentanglement paper"), [],
+                   locate=lambda s: None, first=lambda text: "disentangle").papers == ()
+
+
+def test_a_lead_in_changing_the_subject_is_not_the_question() -> None:
+    from rag.evidence import topic_alternatives
+
+    # "new question: anything on backdoor attacks in continual learning" had been read as a factoid about nothing.
+    asked = Q.read("new question: anything on backdoor attacks in continual learning")
+    assert asked.exists and asked.new_subject and asked.topic_words == ["backdoor", "attacks", "continual", "learning"]
+    assert Q.read("btw, which papers use RL?").kind == "summary" and Q.read("anything about privacy?").kind == "summary"
+    assert topic_alternatives("now, which papers deal with groups in the algebra sense?") == [
+        ["groups", "algebra", "sense"]]
+    assert Q.proper("so what is grokking exactly?") == "what is grokking exactly?"

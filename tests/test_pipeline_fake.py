@@ -345,3 +345,15 @@ def test_and_the_first_one_after_a_drill_down_asks_the_last_question_of_the_list
     # "the second one" with a list behind it is the list's second, however many papers the last answer cited.
     again = a.ask("What does the second one propose?", history=history)
     assert again.focus == (PRIVGATE,)
+
+
+def test_a_short_follow_up_typing_a_slashed_word_whole_stays_on_the_paper(built) -> None:  # type: ignore[no-untyped-def]
+    """A blind dev conversation: "and the io cost?" after the shuffling paper, which writes "I/O", was searched
+    alone and abstained."""
+    s, emb, _ = built
+    shuffle = "bc7a1188090a4271"
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    shown = [{"role": "user", "content": "the shuffling for sgd one, what independence do its permutations get"},
+             {"role": "assistant", "content": "2-wise independent permutations [1].", "paper_ids": [shuffle]}]
+    ans = a.ask("and the io cost?", history=shown)
+    assert ans.focus == (shuffle,) and not ans.abstained, (ans.focus, ans.text)
