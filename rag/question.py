@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from .text import tokens
+from .text import names_people, tokens
 
 # What one paper is or does, as a whole: "What is the SERA paper about?", "What does PrivGate do?", "Tell me about the
 # paper on private hypothesis selection", "What is the main contribution of TIED?", "Give me an overview of NITP",
@@ -496,6 +496,9 @@ def elliptical(question: str) -> bool:
     return short(question) and not named_words(question)
 
 
+# The size of a study asked for, which an abstract gives in people: "how big was their user study?".
+_STUDY_SIZE = re.compile(r"\bhow (?:big|large|many people)\b[^?]*?\b(?:study|studies|survey|trial|experiment)\b|"
+                         r"\bsize of (?:the|their|its) (?:user )?(?:study|survey|trial)\b", re.IGNORECASE)
 # A lead-in saying the subject changes, before the question proper: "new question: anything on ...", "btw, ...".
 _LEAD_IN = re.compile(r"^\s*(?:(?:ok(?:ay)?|so|now|right|alright|and|also)\b[,\s]*)*(?:(?:(?:a\s+)?(?:new|different|"
                       r"another|unrelated|separate)\s+(?:question|topic|subject|thing)|unrelated(?:,?\s+but)?|btw|"
@@ -545,6 +548,9 @@ def read(question: str, alone: bool = False) -> Question:
     duration = not unit and bool(_DURATION.search(question))
     if duration:
         unit = _DURATION_UNITS
+    study = not unit and bool(_STUDY_SIZE.search(question))
+    if study:  # "how big was their user study?" is answered in people ("an 18-person user study")
+        unit = ("participants",)
     described = bool(_DESCRIBED.search(question)) or selects
     m = _ASKED_NOUN.search(question)
     # "Which paper proposes SOLAR?" asks for a paper, "What does SOLAR stand for?" for no noun: the phrase opens with
@@ -558,9 +564,12 @@ def read(question: str, alone: bool = False) -> Question:
         # "Why does mixing labels beat soft labels alone?" asks for the cause, not for which methods are beaten.
         asks.append("comparison")
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
-    phrase = "a duration (hours, days or minutes)" if duration else quantity.group(1).strip() if quantity else ""
+    phrase = "a duration (hours, days or minutes)" if duration else "participants" if study else \
+        quantity.group(1).strip() if quantity else ""
     heads = tuple(h[-1] for part in re.split(r"\s+(?:and|or)\s+|,\s*", phrase) if (h := tokens(part))
                   and h[-1] in unit) or unit
+    # "how many people took part ...?" counts people, not parts.
+    heads = tuple(t for t in unit if names_people(t)) or heads
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_heads=heads,
                     unit_phrase=phrase, authors=bool(_AUTHORS.search(question)),

@@ -300,6 +300,11 @@ _AMOUNT_WORDS = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|e
 _PEOPLE = frozenset({"perso", "peopl", "parti", "users", "user", "subje", "human", "annot", "worke", "volun", "athle"})
 
 
+def names_people(word: str) -> bool:
+    """Is the word a name for people counted ("participants", "people", "users", "annotators")?"""
+    return word[:5].lower() in _PEOPLE
+
+
 def unit_stems(heads: tuple[str, ...]) -> set[str]:
     """The five-letter stems a unit is written with, every name of people for one of them."""
     stems = {h[:5].lower() for h in heads}

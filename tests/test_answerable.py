@@ -24,6 +24,10 @@ def test_the_unit_of_a_quantity_question_is_the_noun_after_how_many() -> None:
     assert read("How much more successful is it?").unit == ("successful",)
     assert read("And how much does their approach cut the cost?").unit == ()
     assert read("Which benchmark was it tested on?").unit == ()
+    # People are counted as people however the question goes on; a study's size is counted in them.
+    assert read("How many people took part in their study?").unit_heads == ("people",)
+    assert read("how big was their user study").unit == ("participants",)
+    assert read("How large is the model?").unit == ()
 
 
 def test_a_unit_the_paper_never_mentions_is_a_reason_to_abstain() -> None:
