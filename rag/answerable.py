@@ -134,6 +134,6 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
             return f"the abstracts found never mention {question.unit_phrase}"
         # "How many athletes ...?" of a paper evaluated on "datasets from athletes": named, never counted. Only for
         # a count ("how much compute" may be answered "negligible").
-        if question.counted and not any(counts(p.abstract, question.unit) for p in papers):
+        if question.counted and not any(counts(p.abstract, question.unit, near=True) for p in papers):
             return f"the abstracts found never give a number of {question.unit_phrase}"
     return None

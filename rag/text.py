@@ -311,16 +311,20 @@ def unit_stems(heads: tuple[str, ...]) -> set[str]:
     return stems | _PEOPLE if stems & _PEOPLE else stems
 
 
-def counts(text: str, heads: tuple[str, ...], in_words: bool = True) -> bool:
+def counts(text: str, heads: tuple[str, ...], in_words: bool = True, near: bool = False) -> bool:
     """Does the text state an amount of one of the unit nouns `heads`, the noun among the three words after the number
     (same clause), the number written in digits, in words, or hyphenated to the noun? e.g. counts("generating 200,000+
     synthetic trajectories", ("trajectories",)) -> True, counts("an 18-person user study", ("participants",)) -> True;
     "from 0.5B to 9B parameters, NITP improves ... with negligible computational overhead" does not count compute.
-    Without `in_words` only digits count ("thousands of trajectories" states no exact amount)."""
+    Without `in_words` only digits count ("thousands of trajectories" states no exact amount); with `near` the noun
+    may also be among the three words before the number ("finds bugs in 23% of solutions" gives an amount of bugs)."""
     stems = unit_stems(heads)
     for m in (*_QUANTITY.finditer(text), *(_AMOUNT_WORDS.finditer(text) if in_words else ())):
         clause = re.split(r"[,.;:()]", text[m.end():], maxsplit=1)[0]
-        if any(w[:5].lower() in stems for w in re.findall(r"[A-Za-z][\w\-]*", clause)[:3]):
+        words = re.findall(r"[A-Za-z][\w\-]*", clause)[:3]
+        if near:
+            words += re.findall(r"[A-Za-z][\w\-]*", re.split(r"[,;:()]|\.\s", text[:m.start()])[-1])[-3:]
+        if any(w[:5].lower() in stems for w in words):
             return True
     return any(m.group(1)[:5].lower() in stems for m in re.finditer(r"\b\d+(?:\.\d+)?-([A-Za-z]+)", text))
 

@@ -52,6 +52,9 @@ def test_a_count_the_paper_never_gives_is_a_reason_to_abstain() -> None:
     for question in ("How many participants were in the user study?", "How many people took part in the study?",
                      "How many teacher-student pairs were used?", "How many layers do the networks need?"):
         assert unanswerable_reason(read(question), [study]) is None, question
+    # The noun just before the amount also gives it (an injection test's paper: "finds bugs in 23% of solutions").
+    probe = make_paper("CodeProbe finds bugs in 23% of solutions that pass the original tests.", "c.txt", 0)
+    assert unanswerable_reason(read("How many bugs does CodeProbe find?"), [probe]) is None
     # "How much ...?" may be answered without a number ("negligible overhead").
     assert unanswerable_reason(read("How much token overhead does PrivGate add per benchmark?"), [PRIV]) is None
     assert unanswerable_reason(read("How many benchmarks was PrivGate evaluated on?"), [PRIV]) is None
