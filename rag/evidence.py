@@ -455,10 +455,7 @@ _FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|stu
                     r"(?:are\s+|is\s+)?(?:there\s+)?|summari[sz]e\s+(?:the\s+)?(?:work|papers|research)?\s*|"
                     r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+|"
                     r"how\s+many\s+(?:of\s+the\s+)?(?:papers|works?|studies|articles|abstracts)\s+(?:are\s+|is\s+)?"
-                    r"(?:there\s+)?|(?:and\s+)?" + Q.LISTING_LEAD + r"\s+|"
-                    # "Is there a paper on ...", "Are there any papers about ...", "Is any paper about ...", "Any ..."
-                    r"(?:(?:is|are)\s+there\s+(?:(?:any|an|a)\s+)?|(?:is|are|do|does)\s+any\s+(?:of\s+)?(?:the\s+)?|"
-                    r"any\s+)(?:(?:papers?|works?|stud(?:y|ies)|research|articles?)\s+)?(?:on|about|that|which|with)?\s*)",
+                    r"(?:there\s+)?|(?:and\s+)?" + Q.LISTING_LEAD + r"\s+)",
                     re.IGNORECASE)
 # "Any robotics papers?": the word naming what is listed.
 _LISTED = re.compile(r"\s+(?:papers|works|studies|articles)(?=\s*(?:here)?\s*[?.!]*\s*$)", re.IGNORECASE)
@@ -483,7 +480,9 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"."""
-    topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", _FRAME.sub("", Q.proper(question)))).strip(" ?.")).strip()
+    # "Is there a paper on ...", "Are there any papers about ...", "Any robotics papers?": the existence frame too.
+    framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
+    topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()
     return _ABOUT.sub("", topic)
 
 

@@ -225,13 +225,17 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
                    r"|the (paper|method|approach|framework|model)|the authors?(?!\s+of\b)|"
                    r"compare them|each of them|one of them|that(?=\s+(?:compare|dif+e?r|relate|stack)))\b",
                    re.IGNORECASE)
+# Words said before the question proper ("ok, so ..."), and a phrase saying the subject changes ("new question:",
+# "btw", "switching topics -"): `_NEW_SUBJECT` and `_LEAD_IN` read both.
+_FILLER = r"(?:ok(?:ay)?|so|now|right|alright|anyway|and|also)\b[,\s]*"
+_SWITCH = (r"(?:something else|(?:a\s+)?(?:new|different|another|unrelated|separate)\s+"
+           r"(?:question|topic|subject|thing)|unrelated(?:,?\s+but)?|on another note|btw|by the way|"
+           r"(?:changing|switching|switch|change)\s+(?:the\s+)?(?:subjects?|topics?)|(?:changing|switching)\s+"
+           r"(?:gears|tack))\b")
 # A question that asks for a paper of its own, or says it changes the subject: its "it" / "its" is that new paper
 # ("Something else: is there a paper that recommends meals, and what is its dataset called?"); see _new_subject.
-_NEW_SUBJECT = re.compile(r"^\s*(?:(?:ok|okay|so|now|alright|anyway|right)\b[,\s]*)?(?:something else|"
-                          r"another (?:question|topic|thing)|(?:a )?new (?:question|topic|subject)|"
-                          r"(?:a )?different (?:question|topic|subject)|unrelated|on another note|"
-                          r"(?:changing|switching|switch|change) (?:the )?(?:subjects?|topics?)|"
-                          r"(?:changing|switching) (?:gears|tack))\b|"
+_SAYS_SWITCH = re.compile(r"\s*(?:" + _FILLER + r")*" + _SWITCH, re.IGNORECASE)
+_NEW_SUBJECT = re.compile(r"^\s*(?:" + _FILLER + r")*" + _SWITCH + r"|"
                           r"\b(?:is there|are there) (?:a|any|an) (?:paper|work|study|article)s?\b|"
                           r"^\s*(?:which|what) (?:paper|work|study|article)\b(?!\s+(?:is|was) (?:it|that)\b)",
                           re.IGNORECASE)
@@ -427,7 +431,7 @@ class Question:
     def topic_words(self) -> list[str]:
         """An existence question's topic, as content words: "Is there a paper on speculative decoding for faster LLM
         inference?" -> ["speculative", "decoding", "faster", "llm", "inference"]."""
-        return [w for w in dict.fromkeys(tokens(_EXISTS.sub("", proper(self.text)))) if w not in _FRAME_WORDS]
+        return [w for w in dict.fromkeys(tokens(without_exists_frame(proper(self.text)))) if w not in _FRAME_WORDS]
 
     def distinctive(self, paper_words: set[str]) -> tuple[str, ...]:
         """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
@@ -467,9 +471,7 @@ def _new_subject(question: str) -> bool:
     if not m:
         return False
     described = [t for t in tokens(before[m.end():]) if t not in _NOT_ASKED]
-    said = re.sub(r"^(?:ok|okay|so|now|alright|anyway|right)\b[,\s]*", "", m.group(0).strip().lower())
-    return said.startswith(("something", "another", "new", "a ", "different", "chang", "switch", "unrelated",
-                            "on another")) or len(described) >= 2
+    return bool(_SAYS_SWITCH.match(m.group(0))) or len(described) >= 2
 
 
 def short(question: str) -> bool:
@@ -500,10 +502,12 @@ def elliptical(question: str) -> bool:
 _STUDY_SIZE = re.compile(r"\bhow (?:big|large|many people)\b[^?]*?\b(?:study|studies|survey|trial|experiment)\b|"
                          r"\bsize of (?:the|their|its) (?:user )?(?:study|survey|trial)\b", re.IGNORECASE)
 # A lead-in saying the subject changes, before the question proper: "new question: anything on ...", "btw, ...".
-_LEAD_IN = re.compile(r"^\s*(?:(?:ok(?:ay)?|so|now|right|alright|and|also)\b[,\s]*)*(?:(?:(?:a\s+)?(?:new|different|"
-                      r"another|unrelated|separate)\s+(?:question|topic|subject|thing)|unrelated(?:,?\s+but)?|btw|"
-                      r"by the way|(?:changing|switching)\s+(?:the\s+)?(?:subjects?|topics?))\s*[:,;\-–—.]*\s*)?",
-                      re.IGNORECASE)
+_LEAD_IN = re.compile(r"^\s*(?:" + _FILLER + r")*(?:" + _SWITCH + r"\s*[:,;\-–—.]*\s*)?", re.IGNORECASE)
+
+
+def without_exists_frame(question: str) -> str:
+    """The question without the frame asking whether papers exist: "Is there a paper on robotics?" -> "robotics?"."""
+    return _EXISTS.sub("", question)
 
 
 def proper(question: str) -> str:
