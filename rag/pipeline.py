@@ -33,7 +33,7 @@ from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, StoreError
 from .retrieve import Filters, Retrieved, Retriever
-from .text import mend_numbers, tokens
+from .text import mend_numbers, tokens, word_pairs
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,21 @@ class Assistant:
         # Every pinned paper is a candidate: "Which of them ...?" after a list of eight picks among all eight.
         top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0,
                     len(q.pinned))
-        return self.retriever.search(q.searched, filters, top_k=top_k)
+        retrieved = self.retriever.search(q.searched, filters, top_k=top_k)
+        if q.described and len(q.pinned) > 1:
+            retrieved = replace(retrieved, hits=self._told_apart(q.text, retrieved.hits))
+        return retrieved
+
+    def _told_apart(self, question: str, hits: list[Hit]) -> list[Hit]:
+        """The pinned papers that write the most of the question's word pairs that not all of them write, as
+        retrieved; all of them when no pair tells them apart. "Which one uses differential privacy?" after four
+        privacy papers is the one writing "differential privacy", though a sentence of another one matches "privacy"
+        better."""
+        asked = word_pairs(question)
+        written = {h.paper.paper_id: asked & word_pairs(h.paper.raw + ". " + h.paper.title) for h in hits}
+        telling = {pair for pair in asked if 0 < sum(pair in w for w in written.values()) < len(hits)}
+        most = max((len(w & telling) for w in written.values()), default=0)
+        return [h for h in hits if len(written[h.paper.paper_id] & telling) == most] if most else hits
 
     def _words(self, paper_id: str) -> set[str]:
         """A paper's words, as questions are read (`text.tokens`), a slashed one also written whole ("I/O" is "io",

@@ -540,6 +540,24 @@ def search_form(text: str) -> str:
 _INFLECTION = re.compile(r"(?:ing|(?<!e)ed|(?<!s)es|(?<![su])s)$")
 
 
+def uninflected(word: str) -> str:
+    """The word without its inflection, and no shorter: "uses", "using", "used" -> "us"; "differential" stays
+    (`stem` would cut it to "diffe", as it cuts "different")."""
+    return _INFLECTION.sub("", word)
+
+
+def word_pairs(text: str) -> set[tuple[str, str]]:
+    """Adjacent words of each clause, stopwords left out and inflections dropped: "the constraint of differential
+    privacy" -> {("constraint", "differential"), ("differential", "privacy")}; "language models" and "language
+    modeling" are both ("language", "model"). Two words written together tell papers apart where either word alone,
+    written somewhere in most of them, does not."""
+    out: set[tuple[str, str]] = set()
+    for clause in re.split(r"[.,;:!?()\[\]]+", search_form(text).replace("-", " ")):
+        words = [_INFLECTION.sub("", w) for w in _TOKEN.findall(clause) if w not in STOPWORDS]
+        out.update(zip(words, words[1:]))
+    return out
+
+
 def stem(word: str) -> str:
     """A crude stem for matching a question's words to a sentence's: the inflection dropped (when three letters
     remain), then the first five letters. e.g. "mixing", "mixed", "mixes" -> "mix"; "datasets" -> "datas";

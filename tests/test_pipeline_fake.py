@@ -14,6 +14,7 @@ from rag.retrieve import Filters
 PRIVGATE = "6480b13cf7654701"
 GNN_LINKS = "68cbc7867a86c476"  # link stealing against graph neural networks
 LEARNWARE = "783b3671c5fc8d35"
+HYPOTHESES = "1e2cab7dabb02c87"  # private hypothesis selection, the one writing "differential privacy"
 
 
 @pytest.fixture
@@ -228,6 +229,22 @@ def test_which_of_them_picks_one_of_the_listed_papers(built) -> None:  # type: i
     assert set(picked.focus) == set(listed) and not picked.abstained
     assert picked.citations[0].paper.paper_id == GNN_LINKS
     assert {c.paper.paper_id for c in picked.citations} <= set(listed) and not picked.text.startswith("- ")
+
+
+def test_which_of_them_is_told_apart_by_the_word_only_one_of_them_writes(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    # Tried in the chat: after four privacy papers, "which one uses differential privacy?" cited PrivGate (its
+    # sentences on privacy matched better) rather than the one paper writing "differential privacy".
+    listed = [PRIVGATE, GNN_LINKS, HYPOTHESES, LEARNWARE]
+    shown = [{"role": "user", "content": "Which papers study privacy?"},
+             {"role": "assistant", "paper_ids": listed,
+              "content": "- PrivGate [1].\n- Link stealing [2].\n- Hypotheses [3].\n- Learnware [4]."}]
+    picked = a.ask("Which one uses differential privacy?", history=shown)
+    assert set(picked.focus) == set(listed)
+    assert {c.paper.paper_id for c in picked.citations} == {HYPOTHESES}, picked.text
+    # A word every listed paper writes tells none apart: all four stay candidates.
+    assert len(a.retrieve(a.read("Which of them is about privacy?", shown)).hits) == 4
 
 
 def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_the_closest_paper(built) -> None:  # type: ignore[no-untyped-def]

@@ -1,6 +1,6 @@
 """Text helpers: LaTeX rendering, sentences, titles, links, lexical tokens."""
 
-from rag.text import clean, clean_lines, derive_title, find_links, latex_to_text, split_sentences, tokens
+from rag.text import clean, clean_lines, derive_title, find_links, latex_to_text, split_sentences, tokens, word_pairs
 
 
 def test_latex_is_rendered_readable() -> None:
@@ -71,3 +71,11 @@ def test_a_name_introduced_by_proposing_or_our_method_titles_the_paper() -> None
     # A field's own acronym is still no name.
     assert derive_title("Reinforcement learning (RL) is popular. Our method uses reinforcement learning (RL) well."
                         ) == "Reinforcement learning (RL) is popular"
+
+
+def test_word_pairs_are_adjacent_words_of_one_clause_without_inflections() -> None:
+    assert word_pairs("the constraint of differential privacy.") == {("constraint", "differential"),
+                                                                         ("differential", "privacy")}
+    # "language models" and "language modeling" are one pair; a hyphen joins nothing; no pair crosses a comma.
+    assert word_pairs("language models") == word_pairs("language modeling") == word_pairs("language-model")
+    assert ("privacy", "graph") not in word_pairs("privacy, graphs")
