@@ -109,7 +109,11 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"what work|(are there|is there) (any )?"
                      r"(papers|work|research) (on|about)|papers (on|about)|" + LISTING_LEAD + r"\s|"
                      # "Any robotics papers?"
-                     r"any\s+(?:[\w\-]+\s+){1,3}?(?:papers|studies|works)\b)", re.IGNORECASE)
+                     r"any\s+(?:[\w\-]+\s+){1,3}?(?:papers|studies|works)\b|"
+                     # "tell me more about the privacy ones"
+                     r"tell\s+me\s+(?:more\s+)?about\s+(?:all\s+)?(?:the\s+)?(?:(?!(?:paper|one|that|which|who)\b)"
+                     r"[\w\-]+\s+){0,3}?(?:papers|ones|studies|works)\b(?!\s+(?!on\b|about\b|in\b|that\b|which\b|using\b|"
+                     r"for\b|with\b)\w))", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
@@ -266,7 +270,8 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     contribution contributions problem problems available open source year published summary s
     tell me you explain elaborate describe go please really released release public publicly github weights
     checkpoints implementation downloadable fewer greater percent percentage times factor points only too also just
-    vs versus called named name fix solution approach technique""".split())
+    vs versus called named name fix solution approach technique catch downside downsides caveat caveats
+    shortcoming shortcomings tradeoff tradeoffs trade-off trade-offs trade off offs""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
@@ -338,8 +343,8 @@ _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints
                            re.IGNORECASE)
 # The paper's own weaknesses asked for; not those of earlier work it addresses ("What limitation of existing
 # methods motivates NDA?", "which drawback does it fix?").
-_LIMITATIONS = re.compile(r"\b(?:limitations?|weakness(?:es)?|drawbacks?|shortcomings?|downsides?|caveats?)\b",
-                          re.IGNORECASE)
+_LIMITATIONS = re.compile(r"\b(?:limitations?|weakness(?:es)?|drawbacks?|shortcomings?|downsides?|caveats?|"
+                          r"trade-?offs?|(?:the|any) catch(?:es)?)\b", re.IGNORECASE)
 _OTHERS_LIMITS = re.compile(r"\b(?:address|overcome|target|tackle|fix|solve|mitigat|motivat|remed|alleviat|resolv|"
                             r"avoid|handl|remov|eliminat)\w*|\b(?:earlier|existing|prior|previous|current|other|"
                             r"conventional|traditional|baselines?|standard)\b", re.IGNORECASE)

@@ -112,6 +112,11 @@ def test_a_papers_own_limitations_need_an_abstract_that_admits_one() -> None:
     # Seen: "What are the limitations of SERA?" answered with its 26x-cheaper result.
     asked = read("What are the limitations of PrivGate?")
     assert asked.limitations and read("What about its drawbacks?").limitations
+    # Asked in the chat's own words after PrivGate, they are its limitations too (read as a new topic, "catch"
+    # found nothing); "catch" as a verb is not.
+    for q in ("what's the catch?", "any tradeoffs?", "and the trade-offs?"):
+        assert read(q).limitations and read(q).refers_back, q
+    assert not read("Which bugs does the tool catch?").limitations
     assert "no limitation" in (unanswerable_reason(asked, [PRIV]) or "")
     admits = make_paper("We propose LinProbe, a probe for attention heads. Our analysis is limited to linear models, "
                         "and we leave deeper ones to future work.", "l.txt", 0)

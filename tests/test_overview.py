@@ -54,6 +54,12 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
                   "Is there any work on label proportions?"):
         assert Q.read(field).kind == "summary", field
     assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").kind == "which"
+    # Tried in the chat after a listing: "tell me more about the privacy ones" had answered from PrivGate alone.
+    for plural in ("tell me more about the privacy ones", "Tell me about the papers on diffusion"):
+        assert Q.read(plural).kind == "summary", plural
+    for one in ("tell me about SERA", "tell me more about the graph one", "Tell me about the paper that analytically "
+                "works out what the ideal image encoder looks like"):
+        assert Q.read(one).kind != "summary", one
     assert Q.read("Is there a paper on video-text retrieval?").kind == "which"
     # "Any ..." asks for all of them, however long the topic (a blind dev listing had become one paper).
     for plural in ("Any work on 3D point clouds or LiDAR?", "any papers on protein structure prediction with "
