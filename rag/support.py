@@ -186,6 +186,24 @@ _DENIES = re.compile(r"\b(?:there (?:is|are|was|were) no|no|not any|none of the)
 _BARE_POLARITY = re.compile(r"^\W*(?:yes|no)\b(?:\W*(?:yes|no|not|the|answer|is|it|does|do)\b)*\W*$", re.IGNORECASE)
 
 
+# A negation in an answer sentence ("NITP cannot be used with MoE models"), and the wider set that lets a source state
+# one ("without retraining", "label-free", "fails to").
+_NEGATES = re.compile(r"\b(?:not|no|never|cannot|neither|nor|none)\b|n[’']t\b", re.IGNORECASE)
+_POLARITY = re.compile(r"^\W*(?:yes|no)\b\W*", re.IGNORECASE)  # the answer's polarity, judged with `_BARE_POLARITY`
+_NOT_ONLY = re.compile(r"\bnot (?:only|just|merely)\b", re.IGNORECASE)  # "not only X but also Y" negates nothing
+_CLOSEST = 1  # source sentences a negation may be stated in (two let an unrelated "no" in)
+_STATES_NEGATION = re.compile(_NEGATES.pattern + r"|\b(?:without|lacks?|lacking|fails?|failing|unable|absence|"
+                              r"free|rather than|instead of|only)\b", re.IGNORECASE)
+
+
+def negates_unstated(sentence: str, closest: str) -> bool:
+    """Does the sentence negate where the source sentence closest to it states no negation of any kind? "No, NITP
+    cannot be used with MoE models [1]." beside "across dense and MoE models ..., NITP consistently improves ..." does;
+    "TIED needs no retraining" beside "... without retraining" does not, nor does an opening "No," alone."""
+    said = _NOT_ONLY.sub(" ", _POLARITY.sub("", sentence))
+    return bool(_NEGATES.search(said)) and not _STATES_NEGATION.search(closest)
+
+
 def denies_sources(sentence: str, cited_text: str = "") -> bool:
     """Does the sentence say that no paper or statement on the subject exists ("No, there is no paper on ...")? Not
     when the cited text says so itself ("we find no evidence of ...")."""
@@ -232,6 +250,7 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             out.append(s)
             continue
         support: dict[int, float] = {}
+        closest: dict[int, str] = {}  # paper n's sentences nearest to this one
         for n, b in by_n.items():
             sents, svecs = paper_sentences.get(b.hit.paper.paper_id, ([], np.zeros((0, len(v)))))
             # An order planted in the paper supports nothing: copying it is obeying it, not citing a finding.
@@ -240,7 +259,9 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
                 sents, svecs = [sents[i] for i in keep], svecs[keep]
             if not grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title, policy, besides):
                 continue
-            sim = float(np.max(svecs @ v)) if len(sents) else 0.0
+            sims = svecs @ v if len(sents) else np.zeros(0)
+            sim = float(np.max(sims)) if len(sents) else 0.0
+            closest[n] = " ".join(sents[i] for i in np.argsort(-sims)[:_CLOSEST])
             if sim >= policy.support_similarity or stated_in(p, sents + [b.hit.paper.title], policy,
                                                              besides=besides):
                 support[n] = max(sim, policy.support_similarity)  # stated outright counts as the threshold
@@ -263,6 +284,8 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             note = "not stated by the cited source" if support else "a number or words the sources do not give"
         elif denies_sources(p, " ".join(by_n[n].hit.paper.abstract for n in ok)):
             ok, note = [], "says the sources do not hold what it cites them for"
+        elif all(negates_unstated(p, closest.get(n, "")) for n in ok):
+            ok, note = [], "negates what its source states"
         elif restates(p, question):
             ok, note = [], "restates the question"
         elif unfinished(p):

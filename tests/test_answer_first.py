@@ -68,6 +68,29 @@ def test_a_bare_yes_or_no_is_not_supported_by_any_source() -> None:
     assert said[0].supported
 
 
+def test_a_negation_the_closest_source_sentence_does_not_state_is_not_supported() -> None:
+    # Tried in the chat: "can NITP be used with MoE models?" -> "No, NITP cannot be used with MoE models [1].", kept,
+    # its words all in the abstract that reports NITP's gains on MoE models.
+    nitp = make_paper("We propose Next Implicit Token Prediction (NITP), using shallow-layer representations as "
+                      "targets at no additional inference cost. Empirically, across dense and MoE models ranging from "
+                      "0.5B to 9B parameters, NITP consistently improves downstream performance.", "n.txt", 3)
+    q = "can NITP be used with MoE models?"
+    denial = ("No, NITP does not consistently improve downstream performance of MoE models from 0.5B to 9B "
+              "parameters [1].")
+    _, denied = checked(denial, q, [block(nitp)])
+    assert not denied[0].supported and "negates" in denied[0].note
+    assert support.negates_unstated("No, NITP cannot be used with MoE models.", nitp.abstract.split(". ")[1])
+    _, said = checked("Yes, NITP improves MoE models from 0.5B to 9B parameters [1].", q, [block(nitp)])
+    assert said[0].supported
+    # A negation the source states, in other words, and "not only ... but also", are kept.
+    tied = make_paper("We propose TIED. TIED restores transformed inputs without any need for retraining the network.",
+                      "t.txt", 4)
+    _, kept = checked("No, TIED does not need retraining the network [1].", "Does TIED retrain the network?",
+                      [block(tied)])
+    assert kept[0].supported
+    assert not support.negates_unstated("NITP is not only fast but also accurate.", "NITP is fast and accurate.")
+
+
 def test_a_restatement_of_the_question_is_not_an_answer() -> None:
     q = "Which privacy gate do the LLM agents use?"
     _, checks = checked("The LLM agents use a privacy gate [1].", q, [block(PRIV)])
