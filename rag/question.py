@@ -107,7 +107,8 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"(which|what) (papers|studies|works|articles|research)\b|"
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
-                     r"(papers|work|research) (on|about)|papers (on|about)|" + LISTING_LEAD + r"\s|"
+                     r"(papers|work|research) (on|about)|papers (on|about|that|which|using|applying|with)\b|" +
+                     LISTING_LEAD + r"\s|"
                      # "Any robotics papers?"
                      r"any\s+(?:[\w\-]+\s+){1,3}?(?:papers|studies|works)\b|"
                      # "tell me more about the privacy ones"
@@ -287,7 +288,7 @@ _NOT_ASKED = frozenset("paper papers work works study studies article one ones m
 # "how many <unit words> <verb/preposition/end>": e.g. "How many parameters did ..." -> "parameters".
 _STOP = (f"(?:{_AUX_WORDS}|in|of|for|on|to|at|by|from|with|that|which|who|when|where|per|across|between|used|"
          r"reported|achieved|than|it|they|their)")
-_QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-]+(?:\s+|(?=[?.,;:]|$))){1,4}?)"
+_QUANTITY = re.compile(r"\bhow (?:many|much)\s+((?:(?!" + _STOP + r"\b)[\w\-/]+(?:\s+|(?=[?.,;:]|$))){1,4}?)"
                        r"(?=" + _STOP + r"\b|[?.,;:]|$)", re.IGNORECASE)
 # A duration asked for ("how long does it take to train X?"), which an abstract states in hours, days or minutes.
 _DURATION = re.compile(r"\bhow long (?:does|did|do|will|would|should)\b[^?]*?\b(?:take|takes|train|run|last)\b",
@@ -577,8 +578,8 @@ def read(question: str, alone: bool = False) -> Question:
         quantity.group(1).strip() if quantity else ""
     heads = tuple(h[-1] for part in re.split(r"\s+(?:and|or)\s+|,\s*", phrase) if (h := tokens(part))
                   and h[-1] in unit) or unit
-    # "how many people took part ...?" counts people, not parts.
-    heads = tuple(t for t in unit if names_people(t)) or heads
+    # "how many people took part ...?" counts people, not parts ("human-verified pairs" counts pairs).
+    heads = tuple(t for t in unit if names_people(t) and "-" not in t and t in phrase.lower().split()) or heads
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_heads=heads,
                     unit_phrase=phrase, authors=bool(_AUTHORS.search(question)),

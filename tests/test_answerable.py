@@ -46,6 +46,13 @@ def test_a_count_the_paper_never_gives_is_a_reason_to_abstain() -> None:
                           "longitudinal datasets from athletes.", "s.txt", 0)
     reason = unanswerable_reason(read("How many athletes are in the datasets used to evaluate STT-LLM?"), [athletes])
     assert reason == "the abstracts found never give a number of athletes"
+    # A blind dev question: pairs are counted, though their modifiers hold a slash and a word naming people.
+    bench = make_paper("We present SOLAR and a benchmark of human-verified positive and hard-negative pairs.",
+                       "b.txt", 0)
+    pairs = read("How many human-verified positive/hard-negative pairs are in the SOLAR benchmark?")
+    assert pairs.unit_heads == ("pairs",)
+    assert unanswerable_reason(pairs, [bench]) == \
+        "the abstracts found never give a number of human-verified positive/hard-negative pairs"
     # A count in digits, in words, hyphenated to the noun, or symbolic; people by any of their names.
     study = make_paper("We propose Empower. We conducted an 18-person user study. It used seven teacher-student "
                        "pairs, and networks need log k layers.", "e.txt", 0)

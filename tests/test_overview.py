@@ -55,7 +55,8 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
         assert Q.read(field).kind == "summary", field
     assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").kind == "which"
     # Tried in the chat after a listing: "tell me more about the privacy ones" had answered from PrivGate alone.
-    for plural in ("tell me more about the privacy ones", "Tell me about the papers on diffusion"):
+    for plural in ("tell me more about the privacy ones", "Tell me about the papers on diffusion",
+                   "Papers that use or study diffusion models / diffusion processes?", "papers using RL?"):
         assert Q.read(plural).kind == "summary", plural
     for one in ("tell me about SERA", "tell me more about the graph one", "Tell me about the paper that analytically "
                 "works out what the ideal image encoder looks like"):
