@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from .config import Answering
-from .evidence import reports_finding
+from .evidence import noun_kin, reports_finding, states_cause
 from .orders import addressed
 from .question import Question
 from .records import Evidence, SentenceCheck
@@ -153,6 +153,11 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
     # "Which base model is it built on?" likewise by a sentence naming a model ("Opt-Miner-Qwen3-8B achieves ...").
     if intent.model_asked:
         mine = [m for m in mine if names_model(m[2])] or mine
+    # "Why does mixing hard and soft labels work better?" by a sentence stating a cause ("Instead, it comes from
+    # reduced exposure bias"), however well another restates the finding asked about.
+    if "reason" in intent.asks:
+        mine = [m for m in mine if states_cause(m[2]) or knobs.continuation_weight and
+                states_cause(continuation(blocks, m[1], m[2]))] or mine
     model_numbers = set(numbers_in(raw))
     # The words the model's answer adds to the question point at the sentence it drew on, even when the answer
     # itself did not survive the check (its numbers count above, once).
@@ -248,8 +253,9 @@ def _share(words: set[str], text: str) -> float:
 
 
 def holds_noun(text: str, noun: str) -> bool:
-    """Does the text name the noun a what/which question asks for ("which benchmarks ...?" -> "... benchmarks")?"""
-    return bool(noun) and noun[:5] in _stems(text)
+    """Does the text name the noun a what/which question asks for, or one abstracts write for it ("which benchmarks
+    ...?" -> "... benchmarks"; "which datasets?" -> "... and other noisy benchmarks")?"""
+    return bool(noun) and bool(({noun[:5]} | noun_kin(noun)) & _stems(text))
 
 
 # "The transform used to get frequency features is a Global Frequency Module [1]": the subject restates the question,
@@ -366,11 +372,13 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
         (knobs.noun_completes and (names_model(text) if intent.model_asked else holds_noun(text, intent.noun)))
     # A sentence read with its continuation is two of the paper's sentences already.
     more = "" if done or follow else second_sentence(blocks, n, text, knobs)
-    if intent.which and names_paper(blocks, n, knobs):
+    # A which-paper question, or one asking what the method is called, is answered by the paper's name.
+    named = intent.which or "method_name" in intent.asks
+    if named and names_paper(blocks, n, knobs):
         title = title_of(blocks, n)
         # A title derived from this very sentence names the paper already: the sentence alone, not it twice.
         return text if _opens_with(text, title) else f"{_cite(title, n)} {text}"
-    if intent.which and knobs.which_opens_with_contribution:
+    if named and knobs.which_opens_with_contribution:
         # Without a real title, the paper's own statement of what it contributes names it, then the sentence that
         # matched the question (when another).
         own = contribution(blocks, n)

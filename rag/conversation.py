@@ -106,10 +106,10 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     unless it is short and every word it names is in the paper under discussion ("What is the main risk?" after the
     learnware paper, which says "risk").
     """
-    if intent.compares and not intent.described:
+    if intent.compares:
         # the papers it names ("SOLAR", "R2G", "Opt-Miner": a rare word written as a name), even with "they" ("AREW
-        # versus Opt-Miner: how do they ...?"); not papers described by what they do ("the method that ..., by
-        # comparing small pieces of the pictures, ...")
+        # versus Opt-Miner: how do they ...?") or a description ("the GNN link-stealing paper"); a paper described by
+        # what it does ("the method that ..., by comparing small pieces of the pictures, ...") names none of its own
         papers = [next((p for name in Q.names_in(part) if (p := named(name))), None)
                   for part in Q.compared_parts(question)]
         both = tuple(dict.fromkeys(p for p in papers if p))
@@ -132,7 +132,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         return Focus(question, (cited[0],)) if cited and all(written_in(w, written) for w in asked) \
             else Focus(question)
     together = Q.taken_together(question)
-    cited = previous_citations(history, locate, at_least=together or 1)
+    # "compare them" after two answers on one paper each compares those two (after a listing, all it listed).
+    several = 2 if intent.compares and Q.points_at_several(question) else 1
+    cited = previous_citations(history, locate, at_least=together or several)
     if len(cited) < 2 and Q.by_position(question):
         # "And the first one?" after a drill-down into the second paper of a list: the places are the list's.
         cited = latest_list(history, locate) or cited

@@ -65,9 +65,9 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
 # Where an abstract states a cause or a difficulty: "primarily due to insufficient object priors", "it comes from
 # reduced exposure bias", "hindered by inter-individual heterogeneity", "a bidirectional bottleneck that leads to SeL",
 # "require access to model gradients, limiting their applicability" (not "with limited data", a setting).
-_CAUSE = re.compile(r"\b(?:because|due to|owing to|driven by|drives|drivers?|caused by|attributed to|explained by|"
-                    r"(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|lies in|"
-                    r"(?:leads?|led|leading) to|gives? rise to|"
+_CAUSE = re.compile(r"\b(?:because|since|due to|owing to|driven by|drives|drivers?|caused by|attributed to|"
+                    r"explained by|(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|"
+                    r"lies in|(?:leads?|led|leading) to|gives? rise to|"
                     # a difficulty
                     r"limiting|limited by|lacks?|lacking|fail(?:s|ed)? to|struggles?|prohibitive|costly)\b",
                     re.IGNORECASE)
@@ -415,6 +415,11 @@ _KIN = {"datas": frozenset({"bench", "corpu", "corpo"}), "bench": frozenset({"da
         "corpu": frozenset({"datas", "bench"}), "corpo": frozenset({"datas", "bench"})}
 
 
+def noun_kin(noun: str) -> frozenset[str]:
+    """The stems of the nouns abstracts write for the one a question asks for: "datasets" -> bench, corpu, corpo."""
+    return _KIN.get(_stem(noun), frozenset())
+
+
 def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
                penalise_orders: bool = True, noun: str = "", noun_weight: float = 0.0,
                model_asked: bool = False) -> list[tuple[str, float]]:
@@ -433,7 +438,7 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
     # (a clitic's lone letter is no word: "what's" -> "s", which "agent’s" would match)
     asked = {_stem(t) for t in with_acronyms(set(tokens(question)), set().union(*written)) if len(t) > 1}
     head = {_stem(t) for t in tokens(noun)}
-    kin = _KIN.get(_stem(noun), frozenset()) if len(head) == 1 else frozenset()
+    kin = noun_kin(noun) if len(head) == 1 else frozenset()
 
     words = [{_stem(t) for t in w} for w in written]
     n = len(sents)
@@ -579,6 +584,27 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         i = says_what_it_does(sents, usable, hit.paper)
         if len(alternatives) == 1 and len(alternatives[0]) == 1:  # a field named by one rare word
             i = on_topic_line(sents, usable, i, set(alternatives[0]), hit.paper)
+        blocks.append(Evidence(n=n, hit=hit, sentences=(sents[i][0],) if i is not None else (),
+                               sentence_scores=(sents[i][1],) if i is not None else ()))
+    return blocks
+
+
+def what_each_does(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer,
+                   knobs: Answering) -> list[Evidence]:
+    """One block per paper, in the order given, showing the first sentence where it presents its own work ("We
+    introduce a novel ... debiasing methodology ..."), else where it speaks of itself ("We study offline policy
+    optimization ..."), else its line in a listing (`says_what_it_does`): papers set side by side
+    with nothing named to compare them on ("compare them", "how do they differ?"), where the sentence closest to
+    those words is any sentence ("On synthetic data, we empirically characterize finite-sample error ...")."""
+    scored = scorer.score(question, qvec, hits)
+    blocks = []
+    for n, hit in enumerate(hits, start=1):
+        sents = scored.get(hit.paper.paper_id, [])
+        usable = _evidence(sents, knobs)
+        presents = [j for j in usable if j > 0 and presents_work(sents[j][0]) and not points_back(sents[j][0])]
+        # "We study offline policy optimization over ...": the paper speaking of itself, when it presents nothing.
+        own = presents or [j for j in usable if speaks_of_itself(sents[j][0]) and not points_back(sents[j][0])]
+        i = own[0] if own else says_what_it_does(sents, usable, hit.paper)
         blocks.append(Evidence(n=n, hit=hit, sentences=(sents[i][0],) if i is not None else (),
                                sentence_scores=(sents[i][1],) if i is not None else ()))
     return blocks

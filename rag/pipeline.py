@@ -25,7 +25,14 @@ from .answerable import gate, unanswerable_reason
 from .catalog import Catalog
 from .config import Answering, Settings
 from .embed import Embedder, load_embedder
-from .evidence import SentenceScorer, best_sentence_score, collection_blocks, relevant_papers, select_evidence
+from .evidence import (
+    SentenceScorer,
+    best_sentence_score,
+    collection_blocks,
+    relevant_papers,
+    select_evidence,
+    what_each_does,
+)
 from .generate import Generator, LlamaGenerator, Message
 from .gguf import resolve_model
 from .index import check_unlocked, index_generation, open_reader
@@ -392,7 +399,9 @@ class Assistant:
                 # Sentences are scored against the question itself for a pinned follow-up (`Question.scored`).
                 qvec = self.embedder.embed([question])[0] if pinned else retrieved.query_vector
                 assert qvec is not None
-                if summary and pinned:
+                if summary and pinned and not Q.compared_on(question):  # "compare them": what each one does
+                    blocks = what_each_does(q, qvec, retrieved.hits, self._scorer, ans)
+                elif summary and pinned:
                     blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
                                              per_paper=1, margin=float("inf"))
                 elif summary:

@@ -58,12 +58,17 @@ WANTS_OVERVIEW = re.compile(
 WANTS_METHOD_NAME = re.compile(
     r"\bwhat(?:'s|’s| is| was)\s+(?:(?:their|its|the|this|that)\s+)?(?:proposed\s+|new\s+)?(?:fix|method|approach|"
     r"solution|framework|algorithm|technique|remedy|it|this)\s+(?:called|named)\b|\bwhat do (?:they|the authors) call "
-    r"(?:it|their (?:fix|method|approach|solution|framework|algorithm|technique))\b", re.IGNORECASE)
+    r"(?:it|their (?:fix|method|approach|solution|framework|algorithm|technique))\b|"
+    # a description, then "— name?", "method name?", "whats it called"
+    r"(?:^|[—–,:;]|\s-)\s*(?:(?:the|its|their)\s+)?(?:method\s+|paper\s+)?name\s*\??\s*$|"
+    r"\bwhat(?:'s|’s|s| is)\s+(?:it|that|this one)\s+called\b", re.IGNORECASE)
 # The way the paper solves a problem asked for: "what's the fix for LLM agents that stop ...?", "how can RL training
 # of LLMs be sped up when ...?", "how should graphs built from a schema be changed so ...?".
 WANTS_SOLUTION = re.compile(
-    r"\bwhat(?:'s|’s| is| was| are)\s+(?:(?:the|their|its|a|an|this|that)\s+)?(?:proposed\s+|new\s+|main\s+)?"
+    r"\bwhat(?:'s|’s|s| is| was| are)\s+(?:(?:the|their|its|a|an|this|that)\s+)?(?:proposed\s+|new\s+|main\s+)?"
     r"(?:fix|fixes|solution|remedy|cure)\b(?!\s+(?:called|named))|"
+    # "whats their approach" at the end of a question describing the paper
+    r"\bwhat(?:'s|’s|s| is| was| are)\s+(?:the|their|its)\s+(?:main\s+)?(?:approach|idea|strategy|trick)\s*[?.!]?\s*$|"
     r"^\s*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:can|could|should|would|might|to|do (?:you|we|people|they))\b",
     re.IGNORECASE)
 # Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
@@ -187,8 +192,8 @@ def defined_term(question: str) -> str:
 
 # Where or on what a paper was evaluated: "What benchmark were universal horizon models evaluated on?", "Evaluated on
 # what?", "Which datasets do the experiments use?"
-WANTS_EVALUATION = re.compile(r"\b(?:evaluated|tested|validated|benchmarked|assessed)\s+(?:\w+\s+){0,2}?(?:on|in|with|"
-                              r"against)\b|\b(?:evaluated|tested)\s*\?|\bexperiments?\s+(?:on|with|use)\b",
+WANTS_EVALUATION = re.compile(r"\b(?:evaluat(?:e|es|ed|ing)|tested|validat(?:e|es|ed)|benchmark(?:ed|s)?|"
+                              r"assess(?:ed|es)?)\s+(?:\w+\s+){0,2}?(?:on|in|with|against)\b|\b(?:evaluated|tested)\s*\?|\bexperiments?\s+(?:on|with|use)\b",
                               re.IGNORECASE)
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
                               r"baselines?)\b", re.IGNORECASE)
@@ -251,9 +256,10 @@ _ORDINAL = re.compile(r"\b(?:the )?(first|second|third|fourth|fifth|last)(?: (on
 _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNORECASE)
 # "the few-shot one", "the database paper": an earlier paper named by what it is about (not "the second one").
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
-                        r"[\w\-]+(?: [\w\-]+)? (?:one|paper)\b|"
+                        r"[\w\-]+(?: [\w\-]+){0,3}? (?:one|paper)\b|"
                         r"\bthe (?:paper|work|study) (?:on|about) [\w\-]+(?: [\w\-]+){0,3}|"
-                        r"\bthe one (?:on|about|for|with|that|which|where) [\w\-]+(?: [\w\-]+){0,3}", re.IGNORECASE)
+                        r"\bthe one (?:on|about|for|with|that|which|where)(?:'s|’s)? [\w\-]+(?: [\w\-]+){0,3}",
+                        re.IGNORECASE)
 # "Which of them ...?", "Which one ...?", "Which of the two ...?": one of the papers the last answer cited.
 _SELECT = re.compile(r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?(?:which|what)\s+(?:one\s+)?of\s+(?:them|these|those|the\s+"
                      r"(?:two|three|four|five|\d+|(?:[\w\-]+\s+)?(?:papers|ones|works|methods|approaches)))\b|"
@@ -307,6 +313,9 @@ _LEAD = re.compile(r"^\s*(?:(?:in|for|according to|within|from)\s+(?:the|a|an|th
 _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:paper|work|study|method|framework|"
                    r"approach|model|generator|algorithm)\b((?:\s+(?:on|about|that|which|where|for)\b[^?]*)?)"
                    r"(?=\s*\?\s*$)", re.IGNORECASE)
+# A description, a dash or a colon, then the question: "the paper that learns ... from survey experiments - which real
+# election data did they apply it to?".
+_DASHED_ASK = re.compile(r"\s+[-–—:]\s+(?=(?:and\s+)?(?:[\w\-]+\s+){0,2}?" + _WH + r"\b)", re.IGNORECASE)
 # The paper described as the subject mid-question: "Which privacy notion does the privacy-gated LLM agent paper aim
 # to secure?" -> "Which privacy notion does aim to secure?".
 _SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:[\w\-/]+\s+){2,6}?(?:paper|work)\b\s*",
@@ -458,6 +467,9 @@ def ask_part(question: str) -> str:
     parts = re.split(r"(?<=[.!])\s+(?=[A-Z])", question.strip())
     ask = parts[-1] if len(parts) > 1 and parts[-1].rstrip().endswith("?") else question.strip()
     ask = _LEAD.sub("", ask)
+    dash = _DASHED_ASK.search(ask)  # "the paper that ... on voting - which real election data ...?"
+    if dash:
+        ask = ask[dash.end():]
     tail = _TAIL.search(ask)
     if tail and len((tail.group(1) + tail.group(2)).split()) >= 2:
         ask = ask[:tail.start()] + ask[tail.end():]
@@ -596,6 +608,23 @@ def read(question: str, alone: bool = False) -> Question:
                     model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question),
                     counted=bool(unit) and not duration and quantity is not None
                     and quantity.group(0).lower().startswith("how many"))
+
+
+# Words that only set papers side by side: "How do they differ?", "what do the two have in common?".
+_SIDE_BY_SIDE = frozenset("compare compared comparing comparison differ differs difference differences different "
+                          "common similar similarities similarity contrast they them their these those two both "
+                          "approaches each other".split())
+
+
+def compared_on(question: str) -> set[str]:
+    """What a comparison names to compare the papers on: "How do they differ in speed?" -> {"speed"}; "compare them",
+    "How do the two differ?" -> set() (each paper's own work is what is compared)."""
+    return {w for w in tokens(question) if w not in _SIDE_BY_SIDE}
+
+
+def points_at_several(question: str) -> bool:
+    """Does the question point back at more than one paper ("compare them", "how do they differ?")?"""
+    return bool(re.search(r"\b(?:they|them|these|those)\b", question, re.IGNORECASE))
 
 
 def taken_together(question: str) -> int:

@@ -161,6 +161,12 @@ def test_which_paper_answers_open_with_the_title() -> None:
     q = Q.read("Which paper reduces privacy leakage of LLM agents?")
     out = compose.fallback([block(PRIV)], q)
     assert out.startswith(PRIV.title.rstrip(" .")) and out.split(" [1]")[0] == PRIV.title.rstrip(" .")
+    # So does a follow-up asking what the paper described is called (a blind dev drill-down answered "As a key
+    # application, we focus on test-time equivariance ..." without the name TIED).
+    for typed in ("the one that's about privacy leakage of agents — name?", "the privacy one - whats it called"):
+        asked = Q.read(typed)
+        assert asked.described and "method_name" in asked.asks, typed
+        assert compose.fallback([block(PRIV)], asked).split(" [1]")[0] == PRIV.title.rstrip(" ."), typed
 
 
 def test_a_named_paper_title_is_sanitised_like_any_source_text() -> None:
@@ -222,6 +228,8 @@ def test_question_reading() -> None:
     assert Q.read("Summarize them").kind == Q.read("Summarize the first two").kind == "summary"
     assert Q.read("In the work on RL that erases data, which setting is used?").kind != "summary"
     assert Q.read("Which datasets does the few-shot one use?").described
+    # Described in three words (a blind dev drill-down had answered from the listing's first paper).
+    assert Q.read("the math optimization modeling one — base model and what does it match?").described
     assert not Q.read("What about the second one?").described
     assert Q.read("And what speed-up does it report?").wants == "number"
 
@@ -265,6 +273,20 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
         scorer = SentenceScorer(emb, Answering(reason_boost=weight, opening_sentence_penalty=0.0))
         blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(right, 0.5), Hit(other, 0.45)], scorer, 1, 1, 1.0)
         assert [b.hit.paper for b in blocks] == [right]
+
+
+def test_a_why_answer_opens_with_the_evidence_sentence_stating_a_cause() -> None:
+    # A blind dev conversation: "why does mixing hard and soft labels work better in KD for LMs?" opened with the
+    # finding it asked about, which holds every word of the question, and gave the cause second.
+    kd = make_paper("Knowledge distillation trains a student on hard or soft labels. Despite soft labels appear "
+                    "richer, we find that mixing hard and soft labels consistently yields better results. Instead, "
+                    "it comes from reduced exposure bias, the mismatch between training and inference.", "k.txt", 0)
+    q = Q.read("why does mixing hard and soft labels work better in KD?")
+    out = compose.fallback([block(kd, scores=[0.2, 0.9, 0.5])], q)
+    assert "exposure bias" in split_sentences(out)[0], out
+    # "since" states one too ("..., thereby increasing statistical cost since sample complexity scales with ...").
+    from rag.evidence import states_cause
+    assert states_cause("Larger models raise statistical cost since sample complexity scales with capacity.")
 
 
 def test_the_problem_a_paper_sets_out_to_solve_answers_what_goes_wrong() -> None:
@@ -610,6 +632,9 @@ def test_the_clause_that_only_describes_the_paper_is_not_what_is_asked() -> None
     assert Q.read("Which privacy notion does the privacy-gated LLM agent paper aim to secure?").ask == \
         "Which privacy notion does aim to secure?"
     assert Q.read("What does the grokking paper identify as its driver?").ask == ""  # one word names the subject
+    # A description, a dash, then the question (a blind dev question answered with the paper's synthetic-data result).
+    assert Q.read("the paper that learns adversarial strategies from survey experiments on voting - which real "
+                  "election data did they apply it to?").ask == "which real election data did they apply it to?"
     # Nothing but the question, or a one-word description naming what is asked about: no separate ask.
     assert Q.read("How much does PrivGate cut leakage?").ask == ""
     assert Q.read("What is the full name of the RHI algorithm?").ask == ""
@@ -846,6 +871,11 @@ def test_an_evidence_answer_naming_the_noun_asked_for_needs_no_second_sentence()
     blocks = [block(fsl, scores=[0.2, 0.9, 0.5])]
     short = compose.fallback(blocks, q, knobs=Answering(noun_completes=True))
     assert short == "Errors drop across the MiniImageNet and TieredImageNet benchmarks [1]."
+    # Asked for datasets, the benchmarks are the datasets: a model sentence naming neither does not answer (a blind
+    # dev follow-up, "on which datasets?", was answered with the paper's proposal while its evidence named both).
+    datasets = Q.read("On which datasets?")
+    assert compose.holds_noun("across the two benchmarks [1].", datasets.noun)
+    assert not compose.names_asked_noun("We propose a low-rank approximation [1].", (1,), blocks, datasets)
     longer = compose.fallback(blocks, q, knobs=Answering(noun_completes=False))
     assert longer.startswith(short) and "prototype drift" in longer
 
@@ -907,6 +937,11 @@ def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -
     assert Q.taken_together("How do the two differ?") == 2 and Q.taken_together("Do both use RL?") == 2
     assert focus("How do the two differ?") == (("learnware", "privgate"), False)
     assert focus("Do both use RL?") == (("learnware", "privgate"), False)
+    # "compare them" / "how do they differ?" as well (a blind dev conversation compared the last paper with itself).
+    assert focus("compare them") == (("learnware", "privgate"), False)
+    assert focus("How do they differ?") == (("learnware", "privgate"), False)
+    assert Q.compared_on("compare them") == Q.compared_on("what do the two have in common?") == set()
+    assert Q.compared_on("How do they differ in speed?") == {"speed"}
     assert focus("What does it study?") == (("learnware",), False)  # "it": the last answer's paper alone
     assert not Q.read("What are the two kinds of experiments?").refers_back
     assert focus("And the paper on learnware specifications, what does it study?", turns=2, first="learnware") == (
@@ -1058,8 +1093,9 @@ def test_a_sentence_going_on_from_the_one_before_is_read_with_it() -> None:
     assert on.startswith("Crucially, we show that this gain cannot be explained by closer teacher matching during "
                          "training; instead, it comes from reduced exposure bias across the sequence [1].")
     assert on.count("[1]") == 1  # one statement, no second sentence after it
+    # Without it, the sentence stating the cause alone (a "why" answer opens with one).
     off = compose.fallback(blocks, q, knobs=Answering())
-    assert "exposure bias" not in off.split("[1].")[0]
+    assert off.startswith("Instead, it comes from reduced exposure bias across the sequence [1].")
 
 
 def test_a_paraphrase_answers_first_when_what_it_adds_is_stated() -> None:
@@ -1569,12 +1605,18 @@ def test_the_way_a_problem_is_solved_is_answered_by_the_sentence_presenting_the_
     fix = "To mitigate this issue, we propose AREW, a simple advantage reweighting method."
     for asked in ("what's the fix for LLM agents that stop gathering useful information after RL training?",
                   "how can RL training of LLMs be sped up when a few responses are extremely long?",
-                  "So how should graphs built from a database schema be changed?"):
+                  "So how should graphs built from a database schema be changed?",
+                  # blind dev conversation openings, typed so
+                  "paper on RL rollout being slow bc of long-tail response lengths, whats their approach"):
         q = Q.read(asked)
         assert "solution" in q.asks, asked
         assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, problem, knobs) == 0.0, asked
-    for other in ("How does SERA work?", "what's their fix called?", "How much does it cost?"):
+    for other in ("How does SERA work?", "what's their fix called?", "How much does it cost?",
+                  "What is the approach used to shuffle data?"):
         assert "solution" not in Q.read(other).asks, other
+    # What a paper was evaluated on, asked in the present tense.
+    assert_asks("evaluation", ("what did they evaluate their method on", "Which tasks is UHM evaluated on?"),
+                ("how are test sets built in SusDiet?",))
 
 
 def test_a_comparison_with_one_paper_named_sets_it_beside_the_one_discussed() -> None:

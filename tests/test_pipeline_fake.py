@@ -247,6 +247,23 @@ def test_which_of_them_is_told_apart_by_the_word_only_one_of_them_writes(built) 
     assert len(a.retrieve(a.read("Which of them is about privacy?", shown)).hits) == 4
 
 
+def test_compare_them_sets_the_two_papers_discussed_side_by_side_by_what_each_does(built) -> None:  # type: ignore[no-untyped-def]
+    from rag.text import presents_work
+
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    # A blind dev conversation: one paper, then another, then "compare them" cited the second alone.
+    shown = [{"role": "user", "content": "What does PrivGate do?"},
+             {"role": "assistant", "content": "PrivGate gates reasoning [1].", "paper_ids": [PRIVGATE]},
+             {"role": "user", "content": "and the learnware one?"},
+             {"role": "assistant", "content": "It studies specifications [1].", "paper_ids": [LEARNWARE]}]
+    compared = a.ask("compare them", history=shown)
+    assert {c.paper.paper_id for c in compared.citations} == {PRIVGATE, LEARNWARE}, compared.text
+    # Nothing named to compare them on: each line is where its paper presents its own work.
+    lines = compared.text.splitlines()
+    assert len(lines) == 2 and all(presents_work(line) for line in lines), compared.text
+
+
 def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_the_closest_paper(built) -> None:  # type: ignore[no-untyped-def]
     s, emb, _ = built
     # The model denies the paper it cites; that sentence is not kept.
