@@ -33,6 +33,7 @@ _FILLER = frozenset("approach approaches method methods framework model models p
                     "called used uses use paper papers".split())
 
 
+_CUT_TITLE = re.compile(r"(?<=…)\s+(?=[A-Z])")
 _LEAD_MARKER = re.compile(r"^\s*(\[\d+(?:\s*[,;]\s*\d+)*\])\s*(\w.*)$", re.DOTALL)
 
 
@@ -43,7 +44,9 @@ def markers_in(text: str) -> list[int]:
 def answer_sentences(text: str) -> list[str]:
     """Sentences of the answer, a marker-only fragment ("[1].") attached to the sentence before it."""
     out: list[str] = []
-    for s in split_sentences(text):
+    # A title cut with an ellipsis, copied in front of a sentence, ends where the ellipsis does: "It is known that
+    # RandomShuffle, the without replacement version of Stochastic Gradient Descent… However, it requires ...".
+    for s in (part for whole in split_sentences(text) for part in _CUT_TITLE.split(whole) if part.strip()):
         lead = _LEAD_MARKER.match(s)
         if lead and not MARKER.search(lead.group(2)):  # "[1] X." -> "X [1].": the marker cites what follows it
             s = f"{lead.group(2).rstrip(' .')} {lead.group(1)}."
@@ -215,7 +218,7 @@ def unfinished(sentence: str) -> bool:
     """Does the sentence break off: cut with an ellipsis, ending on a colon, or its last word an article, a
     conjunction or a preposition that needs its object ("... action spaces from [1].", "... reasoning based on.")?"""
     text = MARKER.sub(" ", sentence).strip()
-    if text.endswith(("...", "…", ":")):
+    if re.search(r"(?:\.\.\.|…|:)\s*[.!?]?$", text):  # "... Stochastic Gradient Descent… [1]." too
         return True
     plain = text.rstrip(".!? ")
     if not plain:

@@ -1283,6 +1283,12 @@ def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
     assert support.unfinished("The two tasks that STT-LLM outperformed were:")
     assert support.unfinished("PrivGate: a framework that selectively invokes explicit reasoning based on...")
     assert support.unfinished("The benchmark is [1] about: a framework that invokes reasoning based on.")
+    # A title cut with an ellipsis, cited, and copied in front of a sentence (a blind dev conversation's answer opened
+    # "It is known that RandomShuffle, the without replacement version of Stochastic Gradient Descent… However, ...").
+    assert support.unfinished("It is known that RandomShuffle, the version of SGD… [1].")
+    cut = "It is known that RandomShuffle, the version of SGD… However, RandomShuffle needs a permutation [1]."
+    assert support.answer_sentences(cut) == ["It is known that RandomShuffle, the version of SGD…",
+                                             "However, RandomShuffle needs a permutation [1]."]
     for finished in ("Training cost is reduced by 9.7× [1].", "Up to 40% [1].",
                      "It reveals secrets about the data they were trained on [1].",
                      "Its embedding is 5x smaller than that of the VLM it is compared with [1]."):
