@@ -316,7 +316,7 @@ class Answering(Group):
     summary_min_sentence: float = Field(0.4, description="... and its best sentence scores at least this against "
                                                          "the question")
     summary_sure_sentence: float = Field(0.55, description="or its best sentence alone scores at least this ...")
-    summary_sure_cover: float = Field(0.1, description="... while its text holds at least this share of the "
+    summary_sure_cover: float = Field(0.4, description="... while its text holds at least this share of the "
                                                        "alternative's rare-word weight (one close sentence does not "
                                                        "put a paper sharing none of the topic's words on it)")
     summary_topic_sentence: float = Field(0.4, description="or one of its sentences has at least this cosine to the "
