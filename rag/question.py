@@ -645,7 +645,16 @@ def names_in(text: str) -> list[str]:
     """Words written as names, lower-cased as `tokens` gives them: two capitals or a capital and a digit ("SOLAR",
     "PrivGate", "R2G", "STT-LLM", "Opt-Miner"), e.g. names_in("How does PrivGate differ from SERA?") -> ["privgate",
     "sera"]."""
-    return [w.lower() for w in re.findall(r"\b[A-Z][\w\-]*[A-Z0-9][\w\-]*", text)]
+    return [w.lower() for w in names_as_written(text)]
+
+
+def names_as_written(text: str) -> list[str]:
+    """`names_in` in the text's own case: "Is TIED model-based?" -> ["TIED"]."""
+    return [w for w in re.findall(r"\b[A-Z][\w\-]*[A-Z0-9][\w\-]*", text) if w.lower() not in _NO_NAMES]
+
+
+# Words written in capitals that name no paper: "over SOTA systems", "on one GPU".
+_NO_NAMES = frozenset("sota ai ml gpu gpus cpu cpus tpu tpus api apis io ood iid url urls pdf faq llm llms".split())
 
 
 def compared_parts(question: str) -> list[str]:

@@ -15,6 +15,8 @@ PRIVGATE = "6480b13cf7654701"
 GNN_LINKS = "68cbc7867a86c476"  # link stealing against graph neural networks
 LEARNWARE = "783b3671c5fc8d35"
 HYPOTHESES = "1e2cab7dabb02c87"  # private hypothesis selection, the one writing "differential privacy"
+TIED = "2d378f5ceaf9469a"
+FOUNDOBJ = "a497e130188d9f8c"
 
 
 @pytest.fixture
@@ -262,6 +264,23 @@ def test_compare_them_sets_the_two_papers_discussed_side_by_side_by_what_each_do
     # Nothing named to compare them on: each line is where its paper presents its own work.
     lines = compared.text.splitlines()
     assert len(lines) == 2 and all(presents_work(line) for line in lines), compared.text
+
+
+def test_a_question_naming_one_paper_is_answered_from_that_paper(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    # Tried in the chat: "is TIED model-based?" was answered from the learnware paper ("model reuse"), "what problem
+    # does FoundObj solve?" from Opt-Miner ("real-world problems are still challenging ..."): another paper's
+    # sentences matched the question's other words better.
+    for question, paper in (("is TIED model-based?", TIED), ("what problem does FoundObj solve?", FOUNDOBJ)):
+        assert [h.paper.paper_id for h in a.retrieve(a.read(question)).hits] == [paper], question
+        assert {c.paper.paper_id for c in a.ask(question).citations} <= {paper}, question
+    # Not a name: a field's acronym, a word in capitals that names no paper ("SOTA", in SOLAR's abstract), a word one
+    # paper writes in capitals and another in lower case, or names of two papers.
+    for question in ("Which attacks on GNN models work?", "what's the max speedup over SOTA systems?",
+                     "How does PrivGate differ from SERA?"):
+        assert a._named_alone(question) is None, question
+    assert a._named_alone("What does SOLAR beat?") is not None
 
 
 def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_the_closest_paper(built) -> None:  # type: ignore[no-untyped-def]
