@@ -43,6 +43,7 @@ from .text import (
     states_availability,
     tokens,
     with_acronyms,
+    word_pairs,
 )
 
 # Taken, inside a paper, from a statement of where to get its artefacts when the question does not ask that: as much
@@ -608,6 +609,18 @@ def what_each_does(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scor
         blocks.append(Evidence(n=n, hit=hit, sentences=(sents[i][0],) if i is not None else (),
                                sentence_scores=(sents[i][1],) if i is not None else ()))
     return blocks
+
+
+def told_apart(question: str, hits: list[Hit]) -> list[Hit]:
+    """The papers that write the most of the question's word pairs that not all of them write, as given; all of them
+    when no pair tells them apart. "Which one uses differential privacy?" after four privacy papers is the one writing
+    "differential privacy", though a sentence of another one matches "privacy" better (single words told them apart
+    wrongly: "released code", "the language-model one")."""
+    asked = word_pairs(question)
+    written = {h.paper.paper_id: asked & word_pairs(h.paper.raw + ". " + h.paper.title) for h in hits}
+    telling = {pair for pair in asked if 0 < sum(pair in w for w in written.values()) < len(hits)}
+    most = max((len(w & telling) for w in written.values()), default=0)
+    return [h for h in hits if len(written[h.paper.paper_id] & telling) == most] if most else hits
 
 
 def collection_blocks(hits: list[Hit]) -> list[Evidence]:

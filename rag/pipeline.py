@@ -31,6 +31,7 @@ from .evidence import (
     collection_blocks,
     relevant_papers,
     select_evidence,
+    told_apart,
     what_each_does,
 )
 from .generate import Generator, LlamaGenerator, Message
@@ -40,10 +41,9 @@ from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, StoreError
 from .retrieve import Filters, Retrieved, Retriever
-from .text import mend_numbers, spelled_out, tokens, word_pairs
+from .text import mend_numbers, tokens
 
 log = logging.getLogger(__name__)
-_NAME_CHUNKS = 12  # BM25 chunks read to tell whether one paper alone writes a name
 
 __all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
 
@@ -259,8 +259,8 @@ class Assistant:
                     len(q.pinned))
         retrieved = self.retriever.search(q.searched, filters, top_k=top_k)
         if q.described and len(q.pinned) > 1:
-            retrieved = replace(retrieved, hits=self._told_apart(q.text, retrieved.hits))
-        named = None if q.pinned or q.summary or q.compares else self._named_alone(q.text)
+            retrieved = replace(retrieved, hits=told_apart(q.text, retrieved.hits))
+        named = None if q.pinned or q.summary or q.compares else self.retriever.paper_named(Q.names_as_written(q.text))
         if named and not (filters and filters.paper_ids and named not in filters.paper_ids):
             # A question naming one paper ("what problem does FoundObj solve?", "is TIED model-based?") is about that
             # paper, however well another one's sentences match its other words.
@@ -270,36 +270,6 @@ class Assistant:
                 retrieved = replace(only, timings={k: retrieved.timings.get(k, 0.0) + v
                                                    for k, v in only.timings.items()})
         return retrieved
-
-    def _named_alone(self, question: str) -> str | None:
-        """The one paper whose name the question writes ("FoundObj", "TIED": a word written as a name that one paper
-        alone writes in that case, not a field's acronym such as "GNN"); None when it names none, or names of two
-        papers."""
-        lexical = self.retriever.lexical
-        if lexical is None:
-            return None
-        found = set()
-        for name in Q.names_as_written(question):
-            if spelled_out(name):
-                continue
-            ids = list(dict.fromkeys(pid for _, pid, _ in lexical.search(name, k=_NAME_CHUNKS, number_forms=False)))
-            papers = self.retriever.catalog.get_many(ids)
-            exact = re.compile(r"(?<![\w\-])" + re.escape(name) + r"(?![\w\-])")
-            writing = [p for p in ids if p in papers and exact.search(papers[p].raw + " " + papers[p].title)]
-            if len(writing) == 1:
-                found.add(writing[0])
-        return found.pop() if len(found) == 1 else None
-
-    def _told_apart(self, question: str, hits: list[Hit]) -> list[Hit]:
-        """The pinned papers that write the most of the question's word pairs that not all of them write, as
-        retrieved; all of them when no pair tells them apart. "Which one uses differential privacy?" after four
-        privacy papers is the one writing "differential privacy", though a sentence of another one matches "privacy"
-        better."""
-        asked = word_pairs(question)
-        written = {h.paper.paper_id: asked & word_pairs(h.paper.raw + ". " + h.paper.title) for h in hits}
-        telling = {pair for pair in asked if 0 < sum(pair in w for w in written.values()) < len(hits)}
-        most = max((len(w & telling) for w in written.values()), default=0)
-        return [h for h in hits if len(written[h.paper.paper_id] & telling) == most] if most else hits
 
     def _words(self, paper_id: str) -> set[str]:
         """A paper's words, as questions are read (`text.tokens`), a slashed one also written whole ("I/O" is "io",

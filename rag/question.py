@@ -118,8 +118,8 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"any\s+(?:[\w\-]+\s+){1,3}?(?:papers|studies|works)\b|"
                      # "tell me more about the privacy ones"
                      r"tell\s+me\s+(?:more\s+)?about\s+(?:all\s+)?(?:the\s+)?(?:(?!(?:paper|one|that|which|who)\b)"
-                     r"[\w\-]+\s+){0,3}?(?:papers|ones|studies|works)\b(?!\s+(?!on\b|about\b|in\b|that\b|which\b|using\b|"
-                     r"for\b|with\b)\w))", re.IGNORECASE)
+                     r"[\w\-]+\s+){0,3}?(?:papers|ones|studies|works)\b"
+                     r"(?!\s+(?!on\b|about\b|in\b|that\b|which\b|using\b|for\b|with\b)\w))", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
@@ -193,8 +193,8 @@ def defined_term(question: str) -> str:
 # Where or on what a paper was evaluated: "What benchmark were universal horizon models evaluated on?", "Evaluated on
 # what?", "Which datasets do the experiments use?"
 WANTS_EVALUATION = re.compile(r"\b(?:evaluat(?:e|es|ed|ing)|tested|validat(?:e|es|ed)|benchmark(?:ed|s)?|"
-                              r"assess(?:ed|es)?)\s+(?:\w+\s+){0,2}?(?:on|in|with|against)\b|\b(?:evaluated|tested)\s*\?|\bexperiments?\s+(?:on|with|use)\b",
-                              re.IGNORECASE)
+                              r"assess(?:ed|es)?)\s+(?:\w+\s+){0,2}?(?:on|in|with|against)\b|"
+                              r"\b(?:evaluated|tested)\s*\?|\bexperiments?\s+(?:on|with|use)\b", re.IGNORECASE)
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
                               r"baselines?)\b", re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)

@@ -40,6 +40,7 @@ from .store import ChunkStore, StoredChunk
 from .text import spelled_out, tokens
 
 # Endings a word's other forms do not share: "speeding" / "speed", "deletions" / "delete", "provably" / "provable".
+_NAME_CHUNKS = 12  # BM25 chunks read for the papers writing a name (`Retriever.paper_named`)
 _SUFFIX = re.compile(r"(?:ations?|ingly|ings?|edly|ed|ally|ly|ies|es|s)$")
 
 
@@ -241,6 +242,25 @@ class Retriever:
             if len(stem) >= 4 and not self.lexical.knows(stem):
                 out.append(word)
         return tuple(out)
+
+    def paper_named(self, names: list[str]) -> str | None:
+        """The one paper whose name a question writes (`names` as written: "FoundObj", "TIED"): a name that one paper
+        alone writes in that case, not a field's acronym ("GNN"); None when no name is, or names of two papers are.
+        The papers of the name's best `_NAME_CHUNKS` BM25 chunks are read for it."""
+        if self.lexical is None:
+            return None
+        found = set()
+        for name in names:
+            if spelled_out(name):
+                continue
+            ids = list(dict.fromkeys(pid for _, pid, _ in self.lexical.search(name, k=_NAME_CHUNKS,
+                                                                                number_forms=False)))
+            papers = self.catalog.get_many(ids)
+            exact = re.compile(r"(?<![\w\-])" + re.escape(name) + r"(?![\w\-])")
+            writing = [p for p in ids if p in papers and exact.search(papers[p].raw + " " + papers[p].title)]
+            if len(writing) == 1:
+                found.add(writing[0])
+        return found.pop() if len(found) == 1 else None
 
     def rare_terms(self, text: str) -> tuple[str, ...]:
         """Words of the text few papers use: the papers of each word's best `limit * 4 + 8` BM25 chunks number
