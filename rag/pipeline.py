@@ -257,18 +257,17 @@ class Assistant:
         # Every pinned paper is a candidate: "Which of them ...?" after a list of eight picks among all eight.
         top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0,
                     len(q.pinned))
-        retrieved = self.retriever.search(q.searched, filters, top_k=top_k)
-        if q.described and len(q.pinned) > 1:
-            retrieved = replace(retrieved, hits=told_apart(q.text, retrieved.hits))
+        # A question naming one paper ("what problem does FoundObj solve?", "is TIED model-based?") is about that
+        # paper, however well another one's sentences match its other words; searched within the user's filters.
         named = None if q.pinned or q.summary or q.compares else self.retriever.paper_named(Q.names_as_written(q.text))
         if named and not (filters and filters.paper_ids and named not in filters.paper_ids):
-            # A question naming one paper ("what problem does FoundObj solve?", "is TIED model-based?") is about that
-            # paper, however well another one's sentences match its other words.
             only = self.retriever.search(q.searched, replace(filters or Filters(), paper_ids=frozenset({named})),
                                          top_k=top_k)
             if only.hits:
-                retrieved = replace(only, timings={k: retrieved.timings.get(k, 0.0) + v
-                                                   for k, v in only.timings.items()})
+                return only
+        retrieved = self.retriever.search(q.searched, filters, top_k=top_k)
+        if q.described and len(q.pinned) > 1:
+            retrieved = replace(retrieved, hits=told_apart(q.text, retrieved.hits))
         return retrieved
 
     def _words(self, paper_id: str) -> set[str]:

@@ -505,7 +505,7 @@ def named_words(question: str) -> set[str]:
 def names_another(question: str) -> bool:
     """Does a comparison name something besides what it points back at? "How does it differ from NAEViT?" -> True;
     "How do they differ?", "Compare them." -> False (the papers already cited are the ones compared)."""
-    if re.search(r"\b(?:they|them|their|both|these|those)\b", question, re.IGNORECASE):
+    if points_at_several(question):
         return False
     return bool(named_words(_COMPARES.sub(" ", question)))
 
@@ -623,8 +623,12 @@ def compared_on(question: str) -> set[str]:
 
 
 def points_at_several(question: str) -> bool:
-    """Does the question point back at more than one paper ("compare them", "how do they differ?")?"""
-    return bool(re.search(r"\b(?:they|them|these|those)\b", question, re.IGNORECASE))
+    """Does the question point back at more than one paper ("compare them", "how do they differ?", "compare their
+    approaches")?"""
+    return bool(_SEVERAL.search(question))
+
+
+_SEVERAL = re.compile(r"\b(?:they|them|their|both|these|those)\b", re.IGNORECASE)
 
 
 def taken_together(question: str) -> int:

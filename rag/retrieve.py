@@ -39,8 +39,8 @@ from .records import Hit, Passage
 from .store import ChunkStore, StoredChunk
 from .text import spelled_out, tokens
 
-# Endings a word's other forms do not share: "speeding" / "speed", "deletions" / "delete", "provably" / "provable".
 _NAME_CHUNKS = 12  # BM25 chunks read for the papers writing a name (`Retriever.paper_named`)
+# Endings a word's other forms do not share: "speeding" / "speed", "deletions" / "delete", "provably" / "provable".
 _SUFFIX = re.compile(r"(?:ations?|ingly|ings?|edly|ed|ally|ly|ies|es|s)$")
 
 

@@ -194,7 +194,6 @@ _BARE_POLARITY = re.compile(r"^\W*(?:yes|no)\b(?:\W*(?:yes|no|not|the|answer|is|
 _NEGATES = re.compile(r"\b(?:not|no|never|cannot|neither|nor|none)\b|n[’']t\b", re.IGNORECASE)
 _POLARITY = re.compile(r"^\W*(?:yes|no)\b\W*", re.IGNORECASE)  # the answer's polarity, judged with `_BARE_POLARITY`
 _NOT_ONLY = re.compile(r"\bnot (?:only|just|merely)\b", re.IGNORECASE)  # "not only X but also Y" negates nothing
-_CLOSEST = 1  # source sentences a negation may be stated in (two let an unrelated "no" in)
 _STATES_NEGATION = re.compile(_NEGATES.pattern + r"|\b(?:without|lacks?|lacking|fails?|failing|unable|absence|"
                               r"free|rather than|instead of|only)\b", re.IGNORECASE)
 
@@ -253,7 +252,7 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             out.append(s)
             continue
         support: dict[int, float] = {}
-        closest: dict[int, str] = {}  # paper n's sentences nearest to this one
+        closest: dict[int, str] = {}  # paper n's sentence nearest to this one
         for n, b in by_n.items():
             sents, svecs = paper_sentences.get(b.hit.paper.paper_id, ([], np.zeros((0, len(v)))))
             # An order planted in the paper supports nothing: copying it is obeying it, not citing a finding.
@@ -262,9 +261,10 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
                 sents, svecs = [sents[i] for i in keep], svecs[keep]
             if not grounded(p, b.hit.paper.abstract + " " + b.hit.paper.title, policy, besides):
                 continue
-            sims = svecs @ v if len(sents) else np.zeros(0)
+            sims = svecs @ v
             sim = float(np.max(sims)) if len(sents) else 0.0
-            closest[n] = " ".join(sents[i] for i in np.argsort(-sims)[:_CLOSEST])
+            # the one sentence a negation must be stated in (the two closest let an unrelated "no" in)
+            closest[n] = sents[int(np.argmax(sims))] if len(sents) else ""
             if sim >= policy.support_similarity or stated_in(p, sents + [b.hit.paper.title], policy,
                                                              besides=besides):
                 support[n] = max(sim, policy.support_similarity)  # stated outright counts as the threshold

@@ -540,12 +540,6 @@ def search_form(text: str) -> str:
 _INFLECTION = re.compile(r"(?:ing|(?<!e)ed|(?<!s)es|(?<![su])s)$")
 
 
-def uninflected(word: str) -> str:
-    """The word without its inflection, and no shorter: "uses", "using", "used" -> "us"; "differential" stays
-    (`stem` would cut it to "diffe", as it cuts "different")."""
-    return _INFLECTION.sub("", word)
-
-
 def word_pairs(text: str) -> set[tuple[str, str]]:
     """Adjacent words of each clause, stopwords left out and inflections dropped: "the constraint of differential
     privacy" -> {("constraint", "differential"), ("differential", "privacy")}; "language models" and "language
