@@ -22,7 +22,7 @@ from .config import Answering
 from .evidence import noun_kin, reports_finding, states_cause
 from .orders import addressed
 from .question import Question
-from .records import Evidence, SentenceCheck
+from .records import CANNOT_ANSWER, Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
 from .text import (
@@ -80,19 +80,34 @@ def with_choice(text: str, choices: tuple[str, ...]) -> str:
     return f"{_capital(named[0])}: {text}" if len(named) == 1 else text
 
 
+def declined(intent: Question) -> str:
+    """What an abstention before any evidence is read says. For an existence question ("Is there any work on protein
+    design?") it is the answer, "No", with why (the words no abstract uses, else that none is close); any other
+    question cannot be answered from these abstracts."""
+    if not intent.exists:
+        return CANNOT_ANSWER
+    missing = intent.absent or intent.unmentioned
+    if missing:
+        return f"No: no abstract mentions {', '.join(missing)}."
+    return "No: none of these abstracts is close to this topic."
+
+
 def framed(text: str, intent: Question, listing: bool, listed: int, total: int = 0, saturated: bool = False,
            none_on_topic: bool = False) -> str:
     """The answer opened by what the question asks of it beyond its sentences: the alternative an either/or
     question's first sentence names ("Model-free: ..."), the size of the collection ("38 papers are indexed; in source
     order:"), or a count question's number of papers listed (`listed`, "8 papers on this topic:"; "At least" when
-    every candidate was on the topic; "No paper is clearly on this topic; the closest:" when none was)."""
+    every candidate was on the topic); "No paper is clearly on this topic; the closest:" when none was, for a count or
+    an existence question."""
     if intent.choices and not listing:
         return with_choice(text, intent.choices)
     if intent.collection:
         return f"{total} {'paper is' if total == 1 else 'papers are'} indexed; in source order:\n{text}"
+    # "Are there papers about quantum computing?" with none on it: the answer says no before the closest (when no
+    # abstract uses a word of the topic, the pipeline has already said which).
+    if listing and none_on_topic and ("count" in intent.asks or (intent.exists and not intent.unmentioned)):
+        return f"No paper is clearly on this topic; the closest:\n{text}"
     if "count" in intent.asks and listing:
-        if none_on_topic:
-            return f"No paper is clearly on this topic; the closest:\n{text}"
         papers = "paper" if listed == 1 else "papers"
         return f"{'At least ' if saturated else ''}{listed} {papers} on this topic:\n{text}"
     return text

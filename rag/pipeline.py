@@ -386,7 +386,8 @@ class Assistant:
             if reason:
                 notices.append(reason)
                 timings["total_ms"] = (time.perf_counter() - t0) * 1000
-                yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
+                yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices,
+                                    compose.declined(q))
                 return
             t = time.perf_counter()
             assert self._scorer is not None
@@ -521,9 +522,9 @@ class Assistant:
         return text, mode, checks if mode == "generated" else [], dropped
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,
-                 notices: list[str]) -> Answer:
+                 notices: list[str], text: str = CANNOT_ANSWER) -> Answer:
         return Answer(
-            question=question, text=CANNOT_ANSWER, citations=(), hits=tuple(hits[:3]), abstained=True,
+            question=question, text=text, citations=(), hits=tuple(hits[:3]), abstained=True,
             timings=timings, model=model, settings_fingerprint=self.fingerprint,
             prompt_version=self.prompts.version, searched=searched, mode="abstained", notices=tuple(notices),
         )

@@ -307,6 +307,31 @@ def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_th
     assert listed.text.startswith("No abstract mentions federated; the closest papers:\n- "), listed.text
 
 
+def test_an_existence_question_with_no_paper_on_its_topic_is_answered_no(built) -> None:  # type: ignore[no-untyped-def]
+    from rag import CANNOT_ANSWER
+
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["unused"]))
+    # Asked whether a paper exists, the abstention is the answer: "No", and why, not "I cannot answer this".
+    ans = a.ask("Is there a paper that evaluates on GSM8K?")
+    assert ans.abstained and ans.text == "No: no abstract mentions GSM8K.", ans.text
+    assert not ans.citations
+    # Any other question the abstracts cannot answer still says so.
+    other = a.ask("What accuracy does it reach on GSM8K?")
+    assert other.abstained and other.text == CANNOT_ANSWER, other.text
+    # With every word of its topic somewhere, yet no abstract close to it, the "No" says only that.
+    from rag.compose import declined
+    from rag.question import read
+
+    assert declined(read("Are there papers about quantum computing?")) == \
+        "No: none of these abstracts is close to this topic."
+    # Listed, with no paper clearly on the topic, the closest paper comes after that "No" too.
+    from rag.compose import framed
+
+    assert framed("- A paper [1].", read("Are there papers about quantum computing?"), listing=True, listed=1,
+                  none_on_topic=True) == "No paper is clearly on this topic; the closest:\n- A paper [1]."
+
+
 def test_how_many_papers_is_a_listing_that_opens_with_its_count(built) -> None:  # type: ignore[no-untyped-def]
     from rag.question import read
 
