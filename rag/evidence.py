@@ -483,9 +483,21 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
                    r"index|abstracts|seeds)|here)\b", re.IGNORECASE)
 
 
+# A listing asked for paper by paper: the topic is what describes the papers ("one sentence on each privacy paper",
+# "each paper on RL, what ...", "one line per paper on diffusion please"), not the request around it.
+_EACH_TOPIC = re.compile(r"\b(?:each|every)\s+((?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?)(?:paper|study|work|article)s?\b"
+                         r"(?:\s+(?:on|about|regarding|using)\s+([^,;?.!]*))?|"
+                         r"\bper\s+paper\s+(?:on|about|regarding|using)\s+([^,;?.!]*)", re.IGNORECASE)
+_PLEASE = re.compile(r"\s*\bplease\b\s*", re.IGNORECASE)
+
+
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
-    symmetry groups"."""
+    symmetry groups"; "Give me one sentence on each privacy paper" -> "privacy"."""
+    each = _EACH_TOPIC.search(question)
+    described = _PLEASE.sub(" ", " ".join(g for g in each.groups() if g)).strip() if each else ""
+    if described:
+        return described
     # "Is there a paper on ...", "Are there any papers about ...", "Any robotics papers?": the existence frame too.
     framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
     topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()

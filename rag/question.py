@@ -92,7 +92,8 @@ _A_KIND = re.compile(r"\b(?:kind|kinds|type|types|sort|sorts|class|classes)\s+of
 # "Summarize the SERA paper", "Give me an overview of NITP": one paper, not a field; the object is a paper in the
 # singular or a single coined name.
 _ONE_PAPER = re.compile(r"^\s*(?i:(?:please\s+)?(?:summari[sz]e|give (?:me )?an overview of|describe|explain)\s+)"
-                        r"(?:(?i:(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?(?:paper|study|article))\b(?!s)|"
+                        r"(?:(?i:(?!(?:each|every)\b)(?:the\s+|this\s+|that\s+)?(?:[\w\-]+\s+){0,4}?"
+                        r"(?:paper|study|article))\b(?!s)|"
                         # "Summarize the third one", "summarize it" (after a listing: one of its papers)
                         r"(?i:it|the\s+(?:first|second|third|fourth|fifth|last|other)(?:\s+one)?|this\s+one|"
                         r"that\s+one)\s*[?.!]?\s*$|"
@@ -120,6 +121,10 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"tell\s+me\s+(?:more\s+)?about\s+(?:all\s+)?(?:the\s+)?(?:(?!(?:paper|one|that|which|who)\b)"
                      r"[\w\-]+\s+){0,3}?(?:papers|ones|studies|works)\b"
                      r"(?!\s+(?!on\b|about\b|in\b|that\b|which\b|using\b|for\b|with\b)\w))", re.IGNORECASE)
+# Every paper on a topic asked about, anywhere in the question: "Give me one sentence on each privacy paper", "one
+# line per paper on diffusion", "what does every paper on privacy propose?".
+_EACH = re.compile(r"\b(?:each|every)\s+(?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?(?:paper|study|work|article)\b|"
+                   r"\bper\s+paper\b", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
@@ -128,6 +133,13 @@ _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me
                          r"(?:papers|abstracts)\s+(?:are\s+there|do\s+you\s+have|are\s+(?:indexed|in\s+(?:the|this|your)\s+"
                          r"(?:index|collection|corpus|library))))(?:\s+(?:you\s+have|here|indexed|in\s+(?:the|this|your)\s+"
                          r"(?:index|collection|corpus|library)))?\s*[?.!]?\s*$", re.IGNORECASE)
+# The collection's themes asked for, as a first question: "What are the main themes in these papers?", "What
+# topics does the collection cover?", "What is this collection about?" (its listing answers).
+_THEMES = re.compile(r"^\s*(?:(?:what|which)\s+(?:are\s+|were\s+)?(?:the\s+)?(?:main\s+|key\s+|major\s+|common\s+|"
+                     r"overall\s+|recurring\s+)?(?:themes|topics|areas|subjects|research\s+areas)\b(?:(?!\bon\b|"
+                     r"\babout\b).)*\b(?:these|the|all|this|your)\s+(?:papers|abstracts|collection|corpus|index|library)"
+                     r"|what\s+(?:is|'s)\s+(?:this|the|your)\s+(?:collection|corpus|index|library)\s+about)\b",
+                     re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
 WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|"
                    r"\bis (?:there (a |any )?|any )(paper|work)|"
@@ -537,9 +549,9 @@ def read(question: str, alone: bool = False) -> Question:
     """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True);
     `alone`: nothing was said before, so "Which of these papers ...?" asks about every paper, not earlier ones."""
     selects = bool(_SELECT.search(question)) and not alone
-    collection = bool(_COLLECTION.match(question))
+    collection = bool(_COLLECTION.match(question)) or (alone and bool(_THEMES.match(question)))
     asked = proper(question)  # the question after a lead-in changing the subject
-    if (SUMMARY.search(asked) or collection) and not selects and not _ONE_PAPER.search(asked):
+    if (SUMMARY.search(asked) or collection or _EACH.search(asked)) and not selects and not _ONE_PAPER.search(asked):
         kind = "summary"
     elif WHICH.search(question) or selects:
         kind = "which"

@@ -116,3 +116,26 @@ def test_words_framing_a_listing_are_no_topic() -> None:
 
     assert topic_alternatives("which papers propose new attacks against ml models?") == [["attacks", "ml", "models"]]
     assert topic_alternatives("Which papers propose novel attacks?") == [["attacks"]]
+
+
+def test_a_listing_asked_for_paper_by_paper_is_a_listing_of_its_topic() -> None:
+    """"One sentence on each privacy paper" was answered from PrivGate alone, as a question about one paper; and
+    "what are the main themes in these papers?", asked first, abstained. Both are listings: of the papers on the topic
+    the words around "each"/"per paper" name, and of the whole collection."""
+    from rag.question import read
+
+    for asked, topic in (("give me one sentence on each privacy paper", [["privacy"]]),
+                         ("summarize each RL paper in one line", [["rl"]]),
+                         ("one line per paper on diffusion please", [["diffusion"]]),
+                         ("For each paper on reinforcement learning, what is the main result?",
+                          [["reinforcement", "learning"]])):
+        assert read(asked).summary, asked
+        assert topic_alternatives(asked) == topic, asked
+    assert not read("What dataset does each method use?").summary  # one paper's methods
+    assert not read("summarize the SOLAR paper").summary
+    for asked in ("What are the main themes in these papers?", "What topics do these papers cover?",
+                  "what is this collection about?"):
+        assert read(asked, alone=True).collection, asked
+    # After an answer, "these papers" are the ones it listed, not the collection.
+    assert not read("What are the main themes in these papers?").collection
+    assert not read("What are the main topics of the SOLAR paper?", alone=True).collection
