@@ -483,8 +483,9 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
                    r"index|abstracts|seeds)|here)\b", re.IGNORECASE)
 
 
-# A listing asked for paper by paper: the topic is what describes the papers ("one sentence on each privacy paper",
-# "each paper on RL, what ...", "one line per paper on diffusion please"), not the request around it.
+# A listing asked for paper by paper or of a group of papers: the topic is what describes the papers ("one sentence
+# on each privacy paper", "each paper on RL, what ...", "one line per paper on diffusion please", "how do the RL
+# papers differ?"), not the request around it.
 _EACH_TOPIC = re.compile(r"\b(?:each|every)\s+((?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?)(?:paper|study|work|article)s?\b"
                          r"(?:\s+(?:on|about|regarding|using)\s+([^,;?.!]*))?|"
                          r"\bper\s+paper\s+(?:on|about|regarding|using)\s+([^,;?.!]*)", re.IGNORECASE)
@@ -494,7 +495,7 @@ _PLEASE = re.compile(r"\s*\bplease\b\s*", re.IGNORECASE)
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"; "Give me one sentence on each privacy paper" -> "privacy"."""
-    each = _EACH_TOPIC.search(question)
+    each = _EACH_TOPIC.search(question) or Q.TOPIC_PAPERS.search(question)
     described = _PLEASE.sub(" ", " ".join(g for g in each.groups() if g)).strip() if each else ""
     if described:
         return described
@@ -593,7 +594,10 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     kept.sort(key=lambda k: -k[0])
     blocks = []
     for n, (_, hit, sents) in enumerate(kept, start=1):
-        usable = _evidence(sents, knobs)
+        # "Project page: https://rllab-snu…/UHM/" names a link, not what the paper does ("rl" in "rllab" made it the
+        # line of "which papers are about RL?"), unless the topic asks where code is.
+        every = _evidence(sents, knobs)
+        usable = [j for j in every if topical(sents[j][0], question.scored)] or every
         i = says_what_it_does(sents, usable, hit.paper)
         if len(alternatives) == 1 and len(alternatives[0]) == 1:  # a field named by one rare word
             i = on_topic_line(sents, usable, i, set(alternatives[0]), hit.paper)

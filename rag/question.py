@@ -125,6 +125,11 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
 # line per paper on diffusion", "what does every paper on privacy propose?".
 _EACH = re.compile(r"\b(?:each|every)\s+(?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?(?:paper|study|work|article)\b|"
                    r"\bper\s+paper\b", re.IGNORECASE)
+# The papers of a topic named as a group: "How do the RL papers differ?", "what do the privacy papers share?" (not
+# "the two papers", "the other papers": earlier ones; "which of the RL papers ...?" asks for one of them).
+TOPIC_PAPERS = re.compile(r"(?<!\bof\s)\b(?:the|these|those|all)\s+(?!(?:two|three|four|five|first|second|third|"
+                          r"last|other|previous|above|listed|same|following|remaining|cited|retrieved)\b)((?:(?!(?:"
+                          r"papers?|that|which|who|of)\b)[\w\-]+\s+){1,3}?)(?:papers|studies|works)\b", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"
@@ -551,7 +556,8 @@ def read(question: str, alone: bool = False) -> Question:
     selects = bool(_SELECT.search(question)) and not alone
     collection = bool(_COLLECTION.match(question)) or (alone and bool(_THEMES.match(question)))
     asked = proper(question)  # the question after a lead-in changing the subject
-    if (SUMMARY.search(asked) or collection or _EACH.search(asked)) and not selects and not _ONE_PAPER.search(asked):
+    listing = SUMMARY.search(asked) or collection or _EACH.search(asked) or TOPIC_PAPERS.search(asked)
+    if listing and not selects and not _ONE_PAPER.search(asked):
         kind = "summary"
     elif WHICH.search(question) or selects:
         kind = "which"

@@ -2,6 +2,8 @@
 ...?" question names, the share of one alternative's rare words a paper's text holds, and the per-paper rule.
 Availability statements are in test_answer_first.py."""
 
+import pytest
+
 from rag.evidence import topic_alternatives, topic_cover
 
 
@@ -139,3 +141,25 @@ def test_a_listing_asked_for_paper_by_paper_is_a_listing_of_its_topic() -> None:
     # After an answer, "these papers" are the ones it listed, not the collection.
     assert not read("What are the main themes in these papers?").collection
     assert not read("What are the main topics of the SOLAR paper?", alone=True).collection
+    # A group of papers named by its topic is listed: "How do the RL papers differ?" abstained.
+    assert read("How do the RL papers differ?", alone=True).summary
+    assert topic_alternatives("How do the RL papers differ?") == [["rl"]]
+    assert not read("What do the two papers share?").summary  # earlier papers, not a topic
+    assert not read("Which of the RL papers uses PPO?", alone=True).summary  # one of them
+
+
+@pytest.mark.slow
+def test_listings_of_the_seeds_show_what_each_paper_does(real_assistant) -> None:  # type: ignore[no-untyped-def]
+    """On the real seeds and embedder (a listing runs no model): every RL paper's line says what it does, never its
+    project page ("rl" begins "rllab"); the RL papers asked to be told apart, and the privacy papers asked for one
+    sentence each, are listed."""
+    rl = real_assistant.ask("Which papers are about RL?")
+    lines = [x for x in rl.text.splitlines() if x.startswith("- ")]
+    assert len(lines) >= 4 and not any("http" in x or "Project page" in x for x in lines), rl.text
+    assert any("universal horizon models" in x for x in lines), rl.text
+    differ = real_assistant.ask("How do the RL papers differ?")
+    listed = {c.paper.paper_id for c in differ.citations}
+    assert not differ.abstained and len(listed) >= 4 and listed <= {c.paper.paper_id for c in rl.citations}
+    each = real_assistant.ask("give me one sentence on each privacy paper")
+    assert len(each.citations) >= 3 and "PrivGate" in each.text, each.text
+    assert any("private hypothesis selection" in x for x in each.text.splitlines()), each.text
