@@ -34,7 +34,10 @@ from .text import (
     has_quantity,
     names_model,
     names_work,
+    speaks_of_itself,
+    speaks_of_others,
     split_sentences,
+    states_problem,
     tokens,
 )
 
@@ -66,6 +69,29 @@ def answers_asked(intent: Question, sentence: str) -> bool:
 def _cite(text: str, n: int) -> str:
     text = text.strip().rstrip(" .;,:")
     return f"{text} [{n}]."
+
+
+# A question about a problem, a cause, a shortcoming or earlier work: a sentence stating a problem, or what earlier
+# work does, may answer it.
+_ASKS_BACKGROUND = re.compile(r"\b(?:prior|existing|previous|earlier|traditional|conventional|problems?|challeng\w*|"
+                          r"issues?|limitation\w*|difficult\w*|gaps?|motivat\w*|why|bottlenecks?|drawbacks?|weakness\w*|suffer\w*|catch|downsides?|fail\w*|wrong|"
+                          r"struggl\w*|open question|known|holds? back|holding back|hinder\w*|prevents?)\b",
+                          re.IGNORECASE)
+
+
+def not_the_problem(intent: Question, sentences: list[str]) -> list[int]:
+    """Indices of the sentences that neither state a problem ("However, it often suffers from compounding errors";
+    one the paper finds itself stays: "We study ... and show that schema-derived graphs suffer from ...") nor speak
+    of earlier work ("However, current methods for building assistive agents ... often encourage ..."): such a
+    sentence shares the question's words but answers what the paper does only when the question asks about a
+    problem or earlier work; all of them when none is left."""
+    # "Is there work on ... the long tail of response lengths?" describes a paper by its problem: that sentence
+    # shows it is the one.
+    if intent.exists or _ASKS_BACKGROUND.search(intent.text):
+        return list(range(len(sentences)))
+    return [i for i, s in enumerate(sentences)
+            if not ((states_problem(s) and not speaks_of_itself(s)) or speaks_of_others(s))] or \
+        list(range(len(sentences)))
 
 
 def _capital(text: str) -> str:
@@ -173,6 +199,7 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
     if "reason" in intent.asks:
         mine = [m for m in mine if states_cause(m[2]) or knobs.continuation_weight and
                 states_cause(continuation(blocks, m[1], m[2]))] or mine
+    mine = [mine[j] for j in not_the_problem(intent, [m[2] for m in mine])]
     model_numbers = set(numbers_in(raw))
     # The words the model's answer adds to the question point at the sentence it drew on, even when the answer
     # itself did not survive the check (its numbers count above, once).
@@ -500,6 +527,9 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         # "What is the headline result of SIVS?": the model's "The headline result of SIVS is that it provides a
         # geometric criterion ..." restates a sentence of method, not of result.
         holding = [i for i in holding if restates_finding(kept[i][0], kept[i][1].cites, blocks)]
+    if holding:  # "what I/O cost does it get?" opens with the paper's own result, not the problem it solves
+        fit = not_the_problem(intent, [kept[i][0] for i in holding])
+        holding = [holding[j] for j in fit]
     if not holding:
         return fallback(blocks, intent, raw, knobs), "extractive", []
     # Of the model's sentences holding what was asked, the one restating the evidence sentence that ranks highest

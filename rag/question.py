@@ -83,8 +83,10 @@ _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are)
 _TOPIC_WORDS = 3
 _PLURAL = re.compile(r"\b(?:papers|studies|works|articles|are\s+there|do\s+any)\b|^\s*(?:(?:and|so|ok|okay|also|now)\b"
                      r"[,\s]*)?any\b", re.IGNORECASE)
+# Words framing a topic, not naming it: "is there work on ... by dealing with the long tail ...?" said "No abstract
+# mentions dealing".
 _FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
-                         "anything".split())
+                         "anything deal deals dealing concerned tackling handling looking".split())
 # Nouns asking for a model by name (their first five letters): "which base model", "which LLMs", "which model
 # families", "which backbone"; and the phrase that asks for a kind instead ("which kind of models").
 _MODEL_NOUNS = frozenset({"model", "llm", "llms", "famil", "backb"})

@@ -274,6 +274,20 @@ def states_limitation(text: str) -> bool:
     return bool(_OWN_LIMIT.search(text))
 
 
+# Where an abstract states the problem its work sets out to solve: "However, it often suffers from compounding
+# errors ...", "... which is known to have high I/O complexity ...", "This is a critical research gap: ... remains an
+# open question".
+_PROBLEM = re.compile(r"\b(?:suffers? from|(?:is|are) known to|remains? (?:an? )?(?:open|unsolved|unexplored|poorly "
+                      r"understood)|research gap|struggles? (?:to|with)|remains? challenged|(?:is|are) "
+                      r"(?:often )?(?:prohibitive|impractical))\b", re.IGNORECASE)
+
+
+def states_problem(text: str) -> bool:
+    """Does the text state a problem (of earlier work, or the one the paper takes on) rather than what the paper
+    does or finds? e.g. "However, it often suffers from compounding errors due to repeated model inference"."""
+    return bool(_PROBLEM.search(text))
+
+
 def states_availability(text: str) -> bool:
     """Does the text say where (or that) code, data or models can be had? e.g. "Code is available at https://..."."""
     return bool(_AVAILABILITY.search(text))

@@ -1655,3 +1655,34 @@ def test_a_lead_in_changing_the_subject_is_not_the_question() -> None:
     assert topic_alternatives("now, which papers deal with groups in the algebra sense?") == [
         ["groups", "algebra", "sense"]]
     assert Q.proper("so what is grokking exactly?") == "what is grokking exactly?"
+
+
+def test_a_sentence_stating_the_problem_does_not_answer_what_the_paper_gets() -> None:
+    """"btw also the sgd shuffling one, what I/O cost does it get" opened with "However, RandomShuffle requires ...,
+    which is known to have high I/O complexity": the problem the paper takes on shares the question's words, its own
+    result answers. A question about the problem still gets that sentence."""
+    shuffle = make_paper("RandomShuffle is the default way to shuffle data for SGD. However, RandomShuffle requires a "
+                         "random permutation of the input, which is known to have high I/O complexity. We propose a "
+                         "shuffling algorithm for SGD. These results reach optimal linear I/O cost.", "a.txt", 2)
+    blocks = [block(shuffle, scores=[0.2, 0.9, 0.4, 0.7])]
+    q = Q.read("What I/O cost does the shuffling algorithm get?")
+    picked = compose.best_sentence(blocks, q)
+    assert picked is not None and picked[1].startswith("These results reach optimal linear I/O cost"), picked
+    why = compose.best_sentence(blocks, Q.read("Why is the I/O complexity of RandomShuffle a problem?"))
+    assert why is not None and why[1].startswith("However, RandomShuffle requires"), why
+    # The model's sentences likewise: its own result first.
+    raw = ("RandomShuffle requires a random permutation of the input, which is known to have high I/O complexity "
+           "[1]. These results reach optimal linear I/O cost [1].")
+    sentences, checks = checked(raw, q.text, blocks)
+    out, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    assert mode == "generated" and out.startswith("These results reach optimal linear I/O cost"), out
+    # Likewise a sentence on what earlier work does, unless the question asks about earlier work.
+    helper = make_paper("Assistive agents should help people. However, current methods for building assistive agents "
+                        "often rely on human feedback or verifiable rewards. With this objective, we provide a "
+                        "framework for assistive agents without the need for human feedback or verifiable rewards.",
+                        "a.txt", 3)
+    blocks = [block(helper, scores=[0.1, 0.9, 0.6])]
+    own = compose.best_sentence(blocks, Q.read("Which training signals does the assistive framework do without?"))
+    assert own is not None and own[1].startswith("With this objective"), own
+    prior = compose.best_sentence(blocks, Q.read("What do existing assistive agents rely on?"))
+    assert prior is not None and prior[1].startswith("However, current methods"), prior

@@ -325,6 +325,9 @@ def test_an_existence_question_with_no_paper_on_its_topic_is_answered_no(built) 
 
     assert declined(read("Are there papers about quantum computing?")) == \
         "No: none of these abstracts is close to this topic."
+    # A word framing the topic is not one the abstracts lack ("No abstract mentions dealing" was said).
+    assert "dealing" not in read("is there work on making RL rollouts faster by dealing with the long tail of "
+                                 "response lengths?").topic_words
     # Listed, with no paper clearly on the topic, the closest paper comes after that "No" too.
     from rag.compose import framed
 
