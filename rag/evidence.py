@@ -465,6 +465,9 @@ _FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|stu
                     re.IGNORECASE)
 # "Any robotics papers?": the word naming what is listed.
 _LISTED = re.compile(r"\s+(?:papers|works|studies|articles)(?=\s*(?:here)?\s*[?.!]*\s*$)", re.IGNORECASE)
+# "(which papers) report a speedup" lists papers on speedups: the verb is the frame's ("study report generation"
+# keeps its noun).
+_REPORTS = re.compile(r"^(?:report|reports|show|shows)\s+(?:(?:a|an|the|any)\s+)?", re.IGNORECASE)
 # "about robotics" is about robotics.
 _ABOUT = re.compile(r"^(?:about|regarding|concerning)\s+", re.IGNORECASE)
 _GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
@@ -502,7 +505,7 @@ def topic_of(question: str) -> str:
     # "Is there a paper on ...", "Are there any papers about ...", "Any robotics papers?": the existence frame too.
     framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
     topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()
-    return _ABOUT.sub("", topic)
+    return _ABOUT.sub("", _REPORTS.sub("", topic))
 
 
 def topic_alternatives(question: str) -> list[list[str]]:

@@ -118,6 +118,11 @@ def test_words_framing_a_listing_are_no_topic() -> None:
 
     assert topic_alternatives("which papers propose new attacks against ml models?") == [["attacks", "ml", "models"]]
     assert topic_alternatives("Which papers propose novel attacks?") == [["attacks"]]
+    # "report" as the frame's verb is no topic ("Conjoint analyses typically report ..." was the closest paper for
+    # "which papers report a speedup?"); as a noun it is.
+    assert topic_alternatives("which papers report a speedup?") == [["speedup"]]
+    assert topic_alternatives("Which papers show theoretical guarantees?") == [["theoretical", "guarantees"]]
+    assert topic_alternatives("Which papers are about report generation?") == [["report", "generation"]]
 
 
 def test_a_listing_asked_for_paper_by_paper_is_a_listing_of_its_topic() -> None:
