@@ -37,6 +37,7 @@ from .text import (
     own_long_names,
     points_back,
     presents_work,
+    proposes_work,
     speaks_of_itself,
     speaks_of_others,
     split_sentences,
@@ -611,17 +612,18 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
 
 def what_each_does(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer,
                    knobs: Answering) -> list[Evidence]:
-    """One block per paper, in the order given, showing the first sentence where it presents its own work ("We
-    introduce a novel ... debiasing methodology ..."), else where it speaks of itself ("We study offline policy
-    optimization ..."), else its line in a listing (`says_what_it_does`): papers set side by side
-    with nothing named to compare them on ("compare them", "how do they differ?"), where the sentence closest to
+    """One block per paper, in the order given, showing the first sentence where it puts forward its own work ("We
+    introduce a novel ... debiasing methodology ..."), else where it presents it, else where it speaks of itself
+    ("We study offline policy optimization ..."), else its line in a listing (`says_what_it_does`): papers set side
+    by side with nothing named to compare them on ("compare them", "how do they differ?"), where the sentence closest to
     those words is any sentence ("On synthetic data, we empirically characterize finite-sample error ...")."""
     scored = scorer.score(question, qvec, hits)
     blocks = []
     for n, hit in enumerate(hits, start=1):
         sents = scored.get(hit.paper.paper_id, [])
         usable = _evidence(sents, knobs)
-        presents = [j for j in usable if j > 0 and presents_work(sents[j][0]) and not points_back(sents[j][0])]
+        presents = [j for says in (proposes_work, presents_work) for j in usable
+                    if j > 0 and says(sents[j][0]) and not points_back(sents[j][0])]
         # "We study offline policy optimization over ...": the paper speaking of itself, when it presents nothing.
         own = presents or [j for j in usable if speaks_of_itself(sents[j][0]) and not points_back(sents[j][0])]
         i = own[0] if own else says_what_it_does(sents, usable, hit.paper)
@@ -644,11 +646,14 @@ def told_apart(question: str, hits: list[Hit]) -> list[Hit]:
 
 def collection_blocks(hits: list[Hit]) -> list[Evidence]:
     """One block per paper for a listing of the collection itself ("List all papers"), in the order given: the
-    sentence where each paper first presents its work ("We propose ..."), else its first sentence."""
+    sentence where each paper first puts forward its work ("We propose ..."), else where it first presents it ("...
+    which we call ..."), else its first sentence."""
     blocks = []
     for n, hit in enumerate(hits, start=1):
         sents = split_sentences(hit.paper.abstract)
-        i = next((j for j, x in enumerate(sents) if presents_work(x) and not states_availability(x)), 0)
+        # "we propose AREW, ..." over "we find that ... a failure mode which we call SeL"
+        i = next((j for says in (proposes_work, presents_work) for j, x in enumerate(sents)
+                  if says(x) and not states_availability(x)), 0)
         blocks.append(Evidence(n=n, hit=hit, sentences=tuple(sents[i:i + 1]),
                                sentence_scores=(1.0,) * min(1, len(sents))))
     return blocks

@@ -384,6 +384,17 @@ def presents_work(sentence: str) -> bool:
     return bool(_INTRO.search(sentence))
 
 
+# Where the paper puts forward something of its own, not where it names what it found ("we find that ... a failure
+# mode which we call information self-locking").
+_PROPOSES = re.compile(r"\b(?:we|this (?:paper|work)|our (?:paper|work))\b[^.;]{0,40}?\b(?:propos|introduc|present|"
+                       r"develop|design|build|creat|devis|formulat)\w*\b", re.IGNORECASE)
+
+
+def proposes_work(sentence: str) -> bool:
+    """Does the sentence put forward the paper's own work ("To mitigate this issue, we propose AREW, ...")?"""
+    return bool(_PROPOSES.search(sentence))
+
+
 # The paper speaking of itself: "We study ...", "our results ...", "In this work ...".
 _OWN = re.compile(r"\b(?:we|our|us|this (?:paper|work|study|article))\b", re.IGNORECASE)
 

@@ -168,3 +168,20 @@ def test_listings_of_the_seeds_show_what_each_paper_does(real_assistant) -> None
     each = real_assistant.ask("give me one sentence on each privacy paper")
     assert len(each.citations) >= 3 and "PrivGate" in each.text, each.text
     assert any("private hypothesis selection" in x for x in each.text.splitlines()), each.text
+
+
+def test_a_papers_line_in_a_listing_of_the_collection_is_what_it_puts_forward() -> None:
+    """"List all papers" showed AREW by "we find that outcome-based RL can induce a failure mode which we call
+    information self-locking": it names what the paper found; its line is where it proposes AREW."""
+    from rag.evidence import collection_blocks
+    from rag.parse import make_paper
+    from rag.records import Hit
+
+    arew = make_paper("RL has become a paradigm for LLM agents. However, in active reasoning we find that outcome-based "
+                      "RL can induce a failure mode which we call information self-locking (SeL). To mitigate this "
+                      "issue, we propose AREW, an advantage reweighting method. Code is available at "
+                      "https://github.com/x/y.", "a.txt", 0)
+    plain = make_paper("Graphs are everywhere. We study link stealing on graphs.", "a.txt", 1)
+    blocks = collection_blocks([Hit(arew, 1.0), Hit(plain, 1.0)])
+    assert blocks[0].sentences == ("To mitigate this issue, we propose AREW, an advantage reweighting method.",)
+    assert blocks[1].sentences == ("Graphs are everywhere.",)  # nothing put forward nor presented: the opening
