@@ -79,19 +79,19 @@ _ASKS_BACKGROUND = re.compile(r"\b(?:prior|existing|previous|earlier|traditional
                           re.IGNORECASE)
 
 
-def not_the_problem(intent: Question, sentences: list[str]) -> list[int]:
+def not_the_problem(intent: Question, sentences: list[str], strict: bool = False) -> list[int]:
     """Indices of the sentences that neither state a problem ("However, it often suffers from compounding errors";
     one the paper finds itself stays: "We study ... and show that schema-derived graphs suffer from ...") nor speak
     of earlier work ("However, current methods for building assistive agents ... often encourage ..."): such a
     sentence shares the question's words but answers what the paper does only when the question asks about a
-    problem or earlier work; all of them when none is left."""
+    problem or earlier work; all of them when none is left, unless `strict`."""
     # "Is there work on ... the long tail of response lengths?" describes a paper by its problem: that sentence
     # shows it is the one.
     if intent.exists or _ASKS_BACKGROUND.search(intent.text):
         return list(range(len(sentences)))
-    return [i for i, s in enumerate(sentences)
-            if not ((states_problem(s) and not speaks_of_itself(s)) or speaks_of_others(s))] or \
-        list(range(len(sentences)))
+    fit = [i for i, s in enumerate(sentences)
+           if not ((states_problem(s) and not speaks_of_itself(s)) or speaks_of_others(s))]
+    return fit if fit or strict else list(range(len(sentences)))
 
 
 def _capital(text: str) -> str:
@@ -486,6 +486,11 @@ def counts_the_unit(sentence: str, cites: tuple[int, ...], blocks: list[Evidence
         for b in blocks if b.n in cites for x in split_sentences(b.hit.paper.abstract))
 
 
+def _terse(sentence: str) -> bool:
+    """A sentence of at most three words besides its markers: "40% [1]", "Two [1]."."""
+    return len(_WORD.findall(MARKER.sub(" ", sentence))) <= 3
+
+
 def _unframed(sentence: str) -> str:
     """A model sentence without the frame a small model puts around a copied span: 'The paper is: "TFMixer, a joint
     time-frequency modeling framework" [1].' -> 'TFMixer, a joint time-frequency modeling framework [1].'."""
@@ -493,6 +498,8 @@ def _unframed(sentence: str) -> str:
     plain = re.sub(r"[\"“”]", "", plain).strip()
     # "[1] Diffusion models are used." -> "Diffusion models are used [1]."
     plain = re.sub(r"^((?:\[\d+\]\s*)+)(\S.*?)\s*\.?$", lambda m: f"{m.group(2)} {m.group(1).strip()}.", plain)
+    if plain and plain[-1] not in ".!?":  # "40% [1]" ends as a sentence does
+        plain += "."
     return _capital(plain) if plain else sentence.strip()
 
 
@@ -528,7 +535,8 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         # geometric criterion ..." restates a sentence of method, not of result.
         holding = [i for i in holding if restates_finding(kept[i][0], kept[i][1].cites, blocks)]
     if holding:  # "what I/O cost does it get?" opens with the paper's own result, not the problem it solves
-        fit = not_the_problem(intent, [kept[i][0] for i in holding])
+        # (when the model's only sentences holding what was asked state the problem, the evidence answers)
+        fit = not_the_problem(intent, [kept[i][0] for i in holding], strict=True)
         holding = [holding[j] for j in fit]
     if not holding:
         return fallback(blocks, intent, raw, knobs), "extractive", []
@@ -537,7 +545,15 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     # a sentence restating none keeps the model's order.
     first = max(holding, key=lambda i: (_source_score(kept[i][0], kept[i][1].cites, blocks), -i)) \
         if knobs.reorder_by_evidence else holding[0]
-    kept = [kept[first]] + kept[:first] + kept[first + 1:]
+    rest = kept[:first] + kept[first + 1:]
+    if _terse(kept[first][0]):
+        # "40% [1]" alone: the sentence stating that number comes next, wherever the model put it.
+        said = set(numbers_in(kept[first][0]))
+        rest.sort(key=lambda k: not (said and said & set(numbers_in(k[0]))))
+    # "… up to 40% … [1]." first: a bare "40% [1]" after it says nothing more.
+    stated = set(numbers_in(kept[first][0]))
+    rest = [k for k in rest if not (_terse(k[0]) and set(numbers_in(k[0])) <= stated)]
+    kept = [kept[first]] + rest
     kept = _distinct(kept)[:knobs.answer_sentences]
     text = " ".join(_unframed(s) for s, _ in kept)
     if knobs.evidence_after_answer and len(kept) == 1 and not (intent.wants == "number"

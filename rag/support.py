@@ -34,6 +34,18 @@ _FILLER = frozenset("approach approaches method methods framework model models p
 
 
 _CUT_TITLE = re.compile(r"(?<=…)\s+(?=[A-Z])")
+# A marker the model wrote without a full stop, then a new sentence: "... 40% [1] In real-world Few-Shot Learning ...".
+_MARKER_THEN_SENTENCE = re.compile(r"\[\d+(?:\s*[,;]\s*\d+)*\](?=\s+[A-Z][a-z]+\s)")
+
+
+def _after_markers(part: str) -> list[str]:
+    """`part` split after each marker that ends a sentence without a full stop; a marker opening it stays ("[1] X.")."""
+    out, start = [], 0
+    for m in _MARKER_THEN_SENTENCE.finditer(part):
+        if part[start:m.start()].strip():
+            out.append(part[start:m.end()].strip())
+            start = m.end()
+    return out + [part[start:].strip()]
 _LEAD_MARKER = re.compile(r"^\s*(\[\d+(?:\s*[,;]\s*\d+)*\])\s*(\w.*)$", re.DOTALL)
 
 
@@ -42,11 +54,13 @@ def markers_in(text: str) -> list[int]:
 
 
 def answer_sentences(text: str) -> list[str]:
-    """Sentences of the answer, a marker-only fragment ("[1].") attached to the sentence before it."""
+    """Sentences of the answer, a marker-only fragment ("[1].") attached to the sentence before it; a marker followed
+    by a new sentence ends the one it cites ("... 40% [1] In real-world ..." is two)."""
     out: list[str] = []
     # A title cut with an ellipsis, copied in front of a sentence, ends where the ellipsis does: "It is known that
     # RandomShuffle, the without replacement version of Stochastic Gradient Descent… However, it requires ...".
-    for s in (part for whole in split_sentences(text) for part in _CUT_TITLE.split(whole) if part.strip()):
+    for s in (piece for whole in split_sentences(text) for part in _CUT_TITLE.split(whole)
+              for piece in _after_markers(part) if piece.strip()):
         lead = _LEAD_MARKER.match(s)
         if lead and not MARKER.search(lead.group(2)):  # "[1] X." -> "X [1].": the marker cites what follows it
             s = f"{lead.group(2).rstrip(' .')} {lead.group(1)}."

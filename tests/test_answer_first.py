@@ -1686,3 +1686,43 @@ def test_a_sentence_stating_the_problem_does_not_answer_what_the_paper_gets() ->
     assert own is not None and own[1].startswith("With this objective"), own
     prior = compose.best_sentence(blocks, Q.read("What do existing assistive agents rely on?"))
     assert prior is not None and prior[1].startswith("However, current methods"), prior
+
+
+def test_a_bare_number_then_a_copied_block_reads_as_the_number_then_its_sentence() -> None:
+    """"up to what noise level" got the model's "40%" then the evidence block it copied, marker first and no full
+    stop: "40% [1] In real-world Few-Shot Learning ...". The marker ends the number's sentence, and the sentence
+    stating 40% follows it."""
+    from rag.support import answer_sentences
+
+    assert answer_sentences("40% [1] In real-world learning, support sets contain outliers. It detects noise [1].") == [
+        "40% [1]", "In real-world learning, support sets contain outliers.", "It detects noise [1]."]
+    fsl = make_paper("In real-world few-shot learning, support sets contain outliers. To address this, we propose a "
+                     "low-rank approximation that detects noisy samples. This approach detects noise levels up to 40% "
+                     "across MiniImageNet and TieredImageNet.", "a.txt", 4)
+    blocks = [block(fsl, scores=[0.3, 0.4, 0.9])]
+    q = Q.read("Up to what noise level does the low-rank approach work?")
+    raw = ("40%\n[1] In real-world few-shot learning, support sets contain outliers. To address this, we propose a "
+           "low-rank approximation that detects noisy samples. This approach detects noise levels up to 40% across "
+           "MiniImageNet and TieredImageNet.")
+    sentences, checks = checked(raw, q.text, blocks)
+    out, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    # Whichever comes first (here the sentence restating the top evidence sentence), the number is stated once.
+    assert mode == "generated" and out.startswith("This approach detects noise levels up to 40%"), out
+    assert "40% [1]." not in out and "[1] In" not in out, out
+    # What counts as a bare answer (one that, first, is followed by the sentence stating its number).
+    terse = compose._terse
+    assert terse("40% [1]") and terse("Two [1].") and not terse("It detects noise up to 40% [1].")
+
+
+def test_when_the_models_only_answer_states_the_problem_the_evidence_answers() -> None:
+    """"on which datasets?" got "Existing methods ... impractical in FSL's dataset-scarce setting [1]." (earlier work,
+    holding "dataset"); the evidence sentence naming the benchmarks answers instead."""
+    fsl = make_paper("Existing methods mostly assume clean data, which is impractical in the dataset-scarce setting. "
+                     "We propose a low-rank approximation that detects noisy samples. This approach detects noise "
+                     "across MiniImageNet, TieredImageNet and other noisy benchmarks.", "a.txt", 5)
+    blocks = [block(fsl, scores=[0.9, 0.3, 0.6])]
+    q = Q.read("On which datasets is the low-rank approach evaluated?")
+    raw = "Existing methods mostly assume clean data, which is impractical in the dataset-scarce setting [1]."
+    sentences, checks = checked(raw, q.text, blocks)
+    out, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    assert mode == "extractive" and "MiniImageNet" in out.split(" [1].")[0], out

@@ -177,9 +177,9 @@ def test_a_papers_line_in_a_listing_of_the_collection_is_what_it_puts_forward() 
     from rag.parse import make_paper
     from rag.records import Hit
 
-    arew = make_paper("RL has become a paradigm for LLM agents. However, in active reasoning we find that outcome-based "
-                      "RL can induce a failure mode which we call information self-locking (SeL). To mitigate this "
-                      "issue, we propose AREW, an advantage reweighting method. Code is available at "
+    arew = make_paper("RL has become a paradigm for LLM agents. However, in active reasoning we find that outcome-"
+                      "based RL can induce a failure mode which we call information self-locking (SeL). To mitigate "
+                      "this issue, we propose AREW, an advantage reweighting method. Code is available at "
                       "https://github.com/x/y.", "a.txt", 0)
     plain = make_paper("Graphs are everywhere. We study link stealing on graphs.", "a.txt", 1)
     blocks = collection_blocks([Hit(arew, 1.0), Hit(plain, 1.0)])
