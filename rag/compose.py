@@ -74,9 +74,9 @@ def _cite(text: str, n: int) -> str:
 # A question about a problem, a cause, a shortcoming or earlier work: a sentence stating a problem, or what earlier
 # work does, may answer it.
 _ASKS_BACKGROUND = re.compile(r"\b(?:prior|existing|previous|earlier|traditional|conventional|problems?|challeng\w*|"
-                          r"issues?|limitation\w*|difficult\w*|gaps?|motivat\w*|why|bottlenecks?|drawbacks?|weakness\w*|suffer\w*|catch|downsides?|fail\w*|wrong|"
-                          r"struggl\w*|open question|known|holds? back|holding back|hinder\w*|prevents?)\b",
-                          re.IGNORECASE)
+                              r"issues?|limitation\w*|difficult\w*|gaps?|motivat\w*|why|bottlenecks?|drawbacks?|"
+                              r"weakness\w*|suffer\w*|catch|downsides?|fail\w*|wrong|struggl\w*|open question|known|"
+                              r"holds? back|holding back|hinder\w*|prevents?)\b", re.IGNORECASE)
 
 
 def not_the_problem(intent: Question, sentences: list[str], strict: bool = False) -> list[int]:

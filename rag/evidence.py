@@ -615,8 +615,9 @@ def what_each_does(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scor
     """One block per paper, in the order given, showing the first sentence where it puts forward its own work ("We
     introduce a novel ... debiasing methodology ..."), else where it presents it, else where it speaks of itself
     ("We study offline policy optimization ..."), else its line in a listing (`says_what_it_does`): papers set side
-    by side with nothing named to compare them on ("compare them", "how do they differ?"), where the sentence closest to
-    those words is any sentence ("On synthetic data, we empirically characterize finite-sample error ...")."""
+    by side with nothing named to compare them on ("compare them", "how do they differ?"), where the sentence
+    closest to those words is any sentence ("On synthetic data, we empirically characterize finite-sample error
+    ...")."""
     scored = scorer.score(question, qvec, hits)
     blocks = []
     for n, hit in enumerate(hits, start=1):

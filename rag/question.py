@@ -144,8 +144,8 @@ _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me
 # topics does the collection cover?", "What is this collection about?" (its listing answers).
 _THEMES = re.compile(r"^\s*(?:(?:what|which)\s+(?:are\s+|were\s+)?(?:the\s+)?(?:main\s+|key\s+|major\s+|common\s+|"
                      r"overall\s+|recurring\s+)?(?:themes|topics|areas|subjects|research\s+areas)\b(?:(?!\bon\b|"
-                     r"\babout\b).)*\b(?:these|the|all|this|your)\s+(?:papers|abstracts|collection|corpus|index|library)"
-                     r"|what\s+(?:is|'s)\s+(?:this|the|your)\s+(?:collection|corpus|index|library)\s+about)\b",
+                     r"\babout\b).)*\b(?:these|the|all|this|your)\s+(?:papers|abstracts|collection|corpus|index|"
+                     r"library)|what\s+(?:is|'s)\s+(?:this|the|your)\s+(?:collection|corpus|index|library)\s+about)\b",
                      re.IGNORECASE)
 # "Which paper/work ...?" wants one paper named.
 WHICH = re.compile(r"\b(which|what) (paper|work|study|article|method|approach)\b|"

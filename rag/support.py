@@ -46,6 +46,8 @@ def _after_markers(part: str) -> list[str]:
             out.append(part[start:m.end()].strip())
             start = m.end()
     return out + [part[start:].strip()]
+
+
 _LEAD_MARKER = re.compile(r"^\s*(\[\d+(?:\s*[,;]\s*\d+)*\])\s*(\w.*)$", re.DOTALL)
 
 
