@@ -131,7 +131,8 @@ _EACH = re.compile(r"\b(?:each|every)\s+(?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?(?:p
 # "the two papers", "the other papers": earlier ones; "which of the RL papers ...?" asks for one of them).
 TOPIC_PAPERS = re.compile(r"(?<!\bof\s)\b(?:the|these|those|all)\s+(?!(?:two|three|four|five|first|second|third|"
                           r"last|other|previous|above|listed|same|following|remaining|cited|retrieved)\b)((?:(?!(?:"
-                          r"papers?|that|which|who|of)\b)[\w\-]+\s+){1,3}?)(?:papers|studies|works)\b", re.IGNORECASE)
+                          r"papers?|that|which|who|of|the|these|those|all|both|two|other|above|listed|cited)\b)"
+                          r"[\w\-]+\s+){1,3}?)(?:papers|studies|works)\b", re.IGNORECASE)
 # The collection itself asked for, no topic: "List all papers", "What papers do you have?", "How many papers are
 # there?".
 _COLLECTION = re.compile(r"^\s*(?:please\s+)?(?:(?:list|show(?:\s+me)?|give\s+me|what\s+are)\s+(?:all\s+)?(?:of\s+)?"

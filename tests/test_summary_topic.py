@@ -150,6 +150,8 @@ def test_a_listing_asked_for_paper_by_paper_is_a_listing_of_its_topic() -> None:
     assert read("How do the RL papers differ?", alone=True).summary
     assert topic_alternatives("How do the RL papers differ?") == [["rl"]]
     assert not read("What do the two papers share?").summary  # earlier papers, not a topic
+    assert not read("What do all the papers have in common?").summary
+    assert read("what do all the privacy papers share?").summary
     assert not read("Which of the RL papers uses PPO?", alone=True).summary  # one of them
 
 
