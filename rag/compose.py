@@ -546,12 +546,11 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     first = max(holding, key=lambda i: (_source_score(kept[i][0], kept[i][1].cites, blocks), -i)) \
         if knobs.reorder_by_evidence else holding[0]
     rest = kept[:first] + kept[first + 1:]
-    if _terse(kept[first][0]):
-        # "40% [1]" alone: the sentence stating that number comes next, wherever the model put it.
-        said = set(numbers_in(kept[first][0]))
-        rest.sort(key=lambda k: not (said and said & set(numbers_in(k[0]))))
-    # "… up to 40% … [1]." first: a bare "40% [1]" after it says nothing more.
     stated = set(numbers_in(kept[first][0]))
+    if _terse(kept[first][0]) and stated:
+        # "40% [1]" alone: the sentence stating that number comes next, wherever the model put it.
+        rest.sort(key=lambda k: not stated & set(numbers_in(k[0])))
+    # "… up to 40% … [1]." first: a bare "40% [1]" after it says nothing more.
     rest = [k for k in rest if not (_terse(k[0]) and set(numbers_in(k[0])) <= stated)]
     kept = [kept[first]] + rest
     kept = _distinct(kept)[:knobs.answer_sentences]

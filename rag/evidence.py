@@ -489,17 +489,14 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
 
 # A listing asked for paper by paper or of a group of papers: the topic is what describes the papers ("one sentence
 # on each privacy paper", "each paper on RL, what ...", "one line per paper on diffusion please", "how do the RL
-# papers differ?"), not the request around it.
-_EACH_TOPIC = re.compile(r"\b(?:each|every)\s+((?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?)(?:paper|study|work|article)s?\b"
-                         r"(?:\s+(?:on|about|regarding|using)\s+([^,;?.!]*))?|"
-                         r"\bper\s+paper\s+(?:on|about|regarding|using)\s+([^,;?.!]*)", re.IGNORECASE)
+# papers differ?"), not the request around it (`question.EACH_PAPER`, `question.TOPIC_PAPERS`).
 _PLEASE = re.compile(r"\s*\bplease\b\s*", re.IGNORECASE)
 
 
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"; "Give me one sentence on each privacy paper" -> "privacy"."""
-    each = _EACH_TOPIC.search(question) or Q.TOPIC_PAPERS.search(question)
+    each = Q.EACH_PAPER.search(question) or Q.TOPIC_PAPERS.search(question)
     described = _PLEASE.sub(" ", " ".join(g for g in each.groups() if g)).strip() if each else ""
     if described:
         return described

@@ -125,8 +125,10 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"(?!\s+(?!on\b|about\b|in\b|that\b|which\b|using\b|for\b|with\b)\w))", re.IGNORECASE)
 # Every paper on a topic asked about, anywhere in the question: "Give me one sentence on each privacy paper", "one
 # line per paper on diffusion", "what does every paper on privacy propose?".
-_EACH = re.compile(r"\b(?:each|every)\s+(?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?(?:paper|study|work|article)\b|"
-                   r"\bper\s+paper\b", re.IGNORECASE)
+# Its groups are the words describing the papers (`evidence.topic_of`).
+EACH_PAPER = re.compile(r"\b(?:each|every)\s+((?:(?!(?:of|one)\b)[\w\-]+\s+){0,3}?)(?:paper|study|work|article)s?\b"
+                        r"(?:\s+(?:on|about|regarding|using)\s+([^,;?.!]*))?|"
+                        r"\bper\s+paper\b(?:\s+(?:on|about|regarding|using)\s+([^,;?.!]*))?", re.IGNORECASE)
 # The papers of a topic named as a group: "How do the RL papers differ?", "what do the privacy papers share?" (not
 # "the two papers", "the other papers": earlier ones; "which of the RL papers ...?" asks for one of them).
 TOPIC_PAPERS = re.compile(r"(?<!\bof\s)\b(?:the|these|those|all)\s+(?!(?:two|three|four|five|first|second|third|"
@@ -559,7 +561,7 @@ def read(question: str, alone: bool = False) -> Question:
     selects = bool(_SELECT.search(question)) and not alone
     collection = bool(_COLLECTION.match(question)) or (alone and bool(_THEMES.match(question)))
     asked = proper(question)  # the question after a lead-in changing the subject
-    listing = SUMMARY.search(asked) or collection or _EACH.search(asked) or TOPIC_PAPERS.search(asked)
+    listing = SUMMARY.search(asked) or collection or EACH_PAPER.search(asked) or TOPIC_PAPERS.search(asked)
     if listing and not selects and not _ONE_PAPER.search(asked):
         kind = "summary"
     elif WHICH.search(question) or selects:
