@@ -38,6 +38,7 @@ from .text import (
     speaks_of_others,
     split_sentences,
     states_problem,
+    tells_earlier_work,
     tokens,
 )
 
@@ -92,6 +93,15 @@ def not_the_problem(intent: Question, sentences: list[str], strict: bool = False
     fit = [i for i, s in enumerate(sentences)
            if not ((states_problem(s) and not speaks_of_itself(s)) or speaks_of_others(s))]
     return fit if fit or strict else list(range(len(sentences)))
+
+
+def earlier_work_first(intent: Question, sentences: list[str]) -> list[int]:
+    """Indices of the sentences telling what earlier work or the usual practice does, when the question asks exactly
+    that ("what did people usually do before ...?"); all of them when it does not or none does."""
+    if "prior" not in intent.asks:
+        return list(range(len(sentences)))
+    fit = [i for i, s in enumerate(sentences) if tells_earlier_work(s)]
+    return fit or list(range(len(sentences)))
 
 
 def _capital(text: str) -> str:
@@ -200,6 +210,7 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
         mine = [m for m in mine if states_cause(m[2]) or knobs.continuation_weight and
                 states_cause(continuation(blocks, m[1], m[2]))] or mine
     mine = [mine[j] for j in not_the_problem(intent, [m[2] for m in mine])]
+    mine = [mine[j] for j in earlier_work_first(intent, [m[2] for m in mine])]
     model_numbers = set(numbers_in(raw))
     # The words the model's answer adds to the question point at the sentence it drew on, even when the answer
     # itself did not survive the check (its numbers count above, once).
@@ -538,6 +549,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         # (when the model's only sentences holding what was asked state the problem, the evidence answers)
         fit = not_the_problem(intent, [kept[i][0] for i in holding], strict=True)
         holding = [holding[j] for j in fit]
+        holding = [holding[j] for j in earlier_work_first(intent, [kept[i][0] for i in holding])]
     if not holding:
         return fallback(blocks, intent, raw, knobs), "extractive", []
     # Of the model's sentences holding what was asked, the one restating the evidence sentence that ranks highest

@@ -269,6 +269,11 @@ class Answering(Group):
                                                    "own work (\"we propose ...\") when the question asks for the way "
                                                    "a problem is solved (\"what's the fix for ...?\", \"how can ... "
                                                    "be sped up?\")", ge=0.0)
+    prior_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence telling what "
+                                                "earlier work or the field's usual practice does (\"While existing "
+                                                "works mitigate ... via prompt-level tail scheduling\") when the "
+                                                "question asks exactly that (\"what did people usually do before "
+                                                "...?\")", ge=0.0)
     overview_boost: float = Field(2.0, description="added, inside the evidence paper, to its first sentence "
                                                    "presenting its own work (\"we propose ...\") and to an opening "
                                                    "in which it speaks of itself (\"We study ...\"); half of it to "

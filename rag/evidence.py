@@ -42,6 +42,7 @@ from .text import (
     speaks_of_others,
     split_sentences,
     states_availability,
+    tells_earlier_work,
     tokens,
     with_acronyms,
     word_pairs,
@@ -157,6 +158,7 @@ _CUES: tuple[tuple[str, Callable[[str, Q.Question], bool], str], ...] = (
     ("evaluation", lambda s, q: reports_evaluation(s), "evaluation_boost"),
     ("definition", lambda s, q: defines(s, Q.defined_term(q.text)), "definition_boost"),
     ("solution", lambda s, q: presents_work(s), "solution_boost"),
+    ("prior", lambda s, q: tells_earlier_work(s), "prior_boost"),
 )
 # The asks `cue_bonus` answers.
 CUED = frozenset({"reason"} | {ask for ask, _, _ in _CUES})
@@ -170,7 +172,8 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
     comparing the work with others when the question asks which methods the paper beats, `finding_boost` for one
     reporting a finding when it asks what a study found, `overview_boost` for one naming the paper's own method when
     it asks what it is called, `evaluation_boost` for one reporting its experiments when it asks where the paper was
-    evaluated, `definition_boost` for one saying what the term a "what is X?" question names is."""
+    evaluated, `definition_boost` for one saying what the term a "what is X?" question names is, `prior_boost` for
+    one telling what earlier work or the usual practice does when it asks exactly that."""
     asks = question.asks
     bonus = 0.0
     if question.choices and chosen(question.choices, sentence):

@@ -62,6 +62,18 @@ WANTS_METHOD_NAME = re.compile(
     # a description, then "— name?", "method name?", "whats it called"
     r"(?:^|[—–,:;]|\s-)\s*(?:(?:the|its|their)\s+)?(?:method\s+|paper\s+)?name\s*\??\s*$|"
     r"\bwhat(?:'s|’s|s| is)\s+(?:it|that|this one)\s+called\b", re.IGNORECASE)
+# What earlier work or the field's usual practice does, asked for itself: "what did people usually do before to deal
+# with ...?", "what's the problem with how conjoint experiments are normally summarized?" (not how the paper gets
+# past it or compares with it: `_PAST_IT`, "how does PBTO overcome the assumption existing attacks rely on?", "how
+# much faster than existing systems?").
+WANTS_PRIOR = re.compile(r"\b(?:usual(?:ly)?|normally|typically|traditionally|conventionally|commonly|"
+                         r"standard (?:ways?|practice|approach(?:es)?)|used to|(?:existing|prior|previous|earlier|"
+                         r"conventional|traditional|standard) (?:[\w-]+ ){0,4}?(?:methods?|approach(?:es)?|work|"
+                         r"studies|techniques|ways?|practice|systems|attacks|solutions|algorithms|models))\b",
+                         re.IGNORECASE)
+_PAST_IT = re.compile(r"\b(?:fix\w*|overcom\w*|address\w*|solv\w*|mitigat\w*|avoid\w*|tackl\w*|handl\w*|improv\w*|"
+                      r"beat\w*|outperform\w*|instead|differ\w*|compar\w*|better|remed\w*|get around|go beyond|new|"
+                      r"propos\w*|than|vs|versus|over (?:the )?(?:existing|prior|previous|earlier))\b", re.IGNORECASE)
 # The way the paper solves a problem asked for: "what's the fix for LLM agents that stop ...?", "how can RL training
 # of LLMs be sped up when ...?", "how should graphs built from a schema be changed so ...?".
 WANTS_SOLUTION = re.compile(
@@ -605,6 +617,8 @@ def read(question: str, alone: bool = False) -> Question:
     ask = ask_part(question)
     if defined_term(question) and not asks:
         asks.append("definition")
+    if WANTS_PRIOR.search(question) and not _PAST_IT.search(question):
+        asks.append("prior")
     if WANTS_COMPARISON.search(ask or question) and "reason" not in asks:
         # "Why does mixing labels beat soft labels alone?" asks for the cause, not for which methods are beaten.
         asks.append("comparison")

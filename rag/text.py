@@ -419,6 +419,22 @@ def speaks_of_others(sentence: str) -> bool:
     return bool(_OTHERS.search(sentence)) and not speaks_of_itself(sentence)
 
 
+# The field's usual practice: "Conjoint analyses typically report AMCEs by averaging over opponent attributes".
+_PRACTICE = re.compile(r"\b(?:typically|usually|traditionally|conventionally|commonly|standard practice)\b",
+                       re.IGNORECASE)
+# Earlier work conceded before the paper's own turn: "While existing works mitigate ... via prompt-level tail
+# scheduling, we focus on ...".
+_CONCEDES = re.compile(r"^\W*(?:while|whereas|although|though)\b", re.IGNORECASE)
+
+
+def tells_earlier_work(sentence: str) -> bool:
+    """Does the sentence say what earlier work or the field's usual practice does, the answer to "what did people
+    usually do before ...?" (a concession about it may go on to the paper's own: "While existing works ..., we ...")?"""
+    if _OTHERS.search(sentence):
+        return not speaks_of_itself(sentence) or bool(_CONCEDES.search(sentence))
+    return bool(_PRACTICE.search(sentence)) and not speaks_of_itself(sentence)
+
+
 def names_work(sentence: str) -> str:
     """The name a paper gives its work where it says what it contributes: "we propose PBTO, the first ..." -> "PBTO",
     "we propose the Opt-Miner framework" -> "Opt-Miner", "we introduce universal horizon models (UHM)" -> "UHM";

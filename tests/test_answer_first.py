@@ -1726,3 +1726,37 @@ def test_when_the_models_only_answer_states_the_problem_the_evidence_answers() -
     sentences, checks = checked(raw, q.text, blocks)
     out, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
     assert mode == "extractive" and "MiniImageNet" in out.split(" [1].")[0], out
+
+
+def test_a_question_about_the_usual_practice_is_answered_by_the_sentence_telling_it() -> None:
+    """"what did people usually do before to deal with very long responses slowing down RL rollouts?" got the paper's
+    own proposal first; the answer is where the paper says what earlier work does ("While existing works mitigate ...
+    via prompt-level tail scheduling, we focus on ..."), which gets into the evidence and opens the answer. "how does
+    ... overcome what existing works ..." asks for the paper's own way and is not such a question."""
+    from rag.text import tells_earlier_work
+
+    assert tells_earlier_work("While existing works mitigate long tails via prompt-level tail scheduling, we focus on "
+                              "the distribution itself.")
+    assert tells_earlier_work("Conjoint analyses typically report AMCEs by averaging over opponent attributes.")
+    assert not tells_earlier_work("We propose active distribution shaping, which typically halves rollout time.")
+    assert not tells_earlier_work("Existing works are outperformed by our method, and we release the code.")
+    assert "prior" in Q.read("what did people usually do before to deal with very long responses?").asks
+    assert "prior" in Q.read("What's wrong with how conjoint experiments are normally summarized?").asks
+    assert "prior" in Q.read("What do existing methods for RL rollouts rely on?").asks
+    assert "prior" not in Q.read("How does PBTO overcome the assumption existing attacks rely on?").asks
+    assert "prior" not in Q.read("How much faster is it than existing systems?").asks
+    paper = make_paper("Reinforcement learning for language models suffers from long rollouts due to long responses. "
+                       "While existing works mitigate long tails via prompt-level tail scheduling, we focus on the "
+                       "distribution itself. To address this, we propose active distribution shaping for long "
+                       "responses in rollouts. Experiments show speedups of up to 1.77x.", "r.txt", 0)
+    q = Q.read("what did people usually do before to deal with very long responses slowing down RL rollouts?")
+    emb = HashEmbedder()
+    for boost, has in ((0.0, False), (2.0, True)):
+        scorer = SentenceScorer(emb, Answering(prior_boost=boost, opening_sentence_penalty=0.0))
+        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 2, 1.0)
+        assert any(s.startswith("While existing works") for s in blocks[0].sentences) == has, blocks[0].sentences
+    blocks = [block(paper, scores=[0.9, 0.5, 0.8, 0.2])]
+    picked = compose.best_sentence(blocks, q)
+    assert picked is not None and picked[1].startswith("While existing works"), picked
+    own = compose.best_sentence(blocks, Q.read("How does the paper deal with very long responses in RL rollouts?"))
+    assert own is not None and not own[1].startswith("While existing works"), own
