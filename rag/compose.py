@@ -21,7 +21,8 @@ import re
 from .config import Answering
 from .evidence import noun_kin, reports_finding, states_cause
 from .orders import addressed
-from .question import Question
+from .question import Question, compound_parts
+from .question import read as read_question
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
@@ -390,6 +391,41 @@ def definition(blocks: list[Evidence], intent: Question) -> tuple[int, str, str]
     return None
 
 
+def _holds_part(part: Question, text: str) -> bool | None:
+    """Does the text hold what one part of a compound question asks: a number, a model, the noun asked for? None
+    when that cannot be told from the words."""
+    plain = MARKER.sub(" ", text)
+    if part.wants == "number":
+        return answers_asked(part, plain)
+    if part.model_asked:
+        return names_model(plain)
+    if part.noun:
+        return holds_noun(plain, part.noun)
+    return None
+
+
+def completed(text: str, blocks: list[Evidence], intent: Question) -> str:
+    """A compound question's answer with, for each part it leaves out, the sentence of the cited paper that answers
+    that part: "How many people took part in its user study, and how often did they pick the new helper?" answered
+    "... an 18-person user study ... [1]." goes on with "... preferred our assistant 78% of the time [1]."."""
+    parts = compound_parts(intent.text) if intent.compound else ()
+    cited = [int(m.group(1)) for m in re.finditer(r"\[(\d+)\]", text)]
+    block = next((b for b in blocks if cited and b.n == cited[0]), None)
+    if len(parts) < 2 or block is None:
+        return text
+    sentences = split_sentences(block.hit.paper.abstract)
+    for asked in parts:
+        part = read_question(asked)
+        if _holds_part(part, text) is not False:
+            continue
+        words = _stems(asked)
+        found = [s for s in sentences if _holds_part(part, s) and s[:40] not in text]
+        if found:
+            best = max(found, key=lambda s: len(words & _stems(s)))
+            text = f"{text} {_cite(sanitize_source(best), block.n)}"
+    return text
+
+
 def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Answering = Answering()) -> str:
     """The evidence sentence (or its clause) that best holds the answer, then the next one that adds to it, cited;
     a which-paper question names the paper first. An expansion the evidence defines is the answer itself: "GHM
@@ -404,7 +440,7 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
         rest = _from_evidence(blocks, intent, raw, knobs)
         # One evidence sentence spelling the name out and answering the rest answers both at once.
         return rest if words.lower() in rest.lower() else f"{text} {rest}".strip()
-    return _from_evidence(blocks, intent, raw, knobs)
+    return completed(_from_evidence(blocks, intent, raw, knobs), blocks, intent)
 
 
 def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: Answering) -> str:
@@ -580,7 +616,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
             head = title.split(":")[0].rstrip("…").strip()
             if head.lower() not in text.lower():
                 text = f"{_cite(title, cited[0])} {text}"
-    return text, "generated", [c for _, c in kept]
+    return completed(text, blocks, intent), "generated", [c for _, c in kept]
 
 
 def summary(checks: list[SentenceCheck], blocks: list[Evidence], intent: Question,

@@ -360,6 +360,23 @@ _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 # Bayesian optimization, and on what domains?"
 _SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under)\s+)?"
                      r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
+# Where a question joined to another begins: "How many people took part in its user study, and how often did they
+# pick the new helper?" (not a relative clause: "the model, where query and result can trade places, ...").
+_AND_SECOND = re.compile(r"(?:,\s*and|\band|;|\?)\s+(?:(?:on|in|for|with|by|from|at|of|under)\s+)?"
+                         r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
+
+
+def compound_parts(question: str) -> tuple[str, ...]:
+    """The questions a compound question joins, each as asked: "Which open-weight model does SERA match, and how
+    much cheaper than RL is it?" -> ("Which open-weight model does SERA match", "how much cheaper than RL is it?");
+    one question alone -> (question,)."""
+    cuts = [m.start() for m in _AND_SECOND.finditer(question, 1)]
+    bounds = [0, *cuts, len(question)]
+    parts = [question[a:b].strip(" ,;") for a, b in zip(bounds, bounds[1:])]
+    parts = [re.sub(r"^(?:and|\?)\s+", "", p, flags=re.IGNORECASE) for p in parts]
+    return tuple(p for p in parts if p)
+
+
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".
 # ("diffrent", "diference": the misspellings users type)
 _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|dif+e?r(?:s|e?n(?:t|ces?))?|"

@@ -1760,3 +1760,27 @@ def test_a_question_about_the_usual_practice_is_answered_by_the_sentence_telling
     assert picked is not None and picked[1].startswith("While existing works"), picked
     own = compose.best_sentence(blocks, Q.read("How does the paper deal with very long responses in RL rollouts?"))
     assert own is not None and not own[1].startswith("While existing works"), own
+
+
+def test_a_compound_question_gets_the_sentence_for_the_part_the_answer_leaves_out() -> None:
+    """"How many people took part in its user study, and how often did they pick the new helper?" got the sentence
+    on the 18-person study alone; the sentence of the cited paper with the preference rate follows it. A part
+    already answered adds nothing, and a relative clause is not a second question."""
+    assert Q.compound_parts("How many took part in its user study, and how often did they pick it?") == (
+        "How many took part in its user study", "how often did they pick it?")
+    assert Q.compound_parts("By how much does the model, where query and result can swap, beat it?") == (
+        "By how much does the model, where query and result can swap, beat it?",)
+    paper = make_paper("Assistants should leave decisions to people. We train assistants to maximize human "
+                       "empowerment. We conducted an 18-person user study against a strong baseline. Participants "
+                       "preferred our assistant 78% of the time. Creating SERA-like models matches Devstral-Small-2.",
+                       "e.txt", 0)
+    blocks = [block(paper, scores=[0.1, 0.5, 0.9, 0.2, 0.1])]
+    q = Q.read("How many people took part in its user study, and how often did they pick the new helper?")
+    out = compose.fallback(blocks, q)
+    assert out.startswith("We conducted an 18-person user study") and "78% of the time [1]." in out, out
+    model = compose.completed("It matches Devstral-Small-2 [1].", blocks,
+                              Q.read("Which open-weight model does it match, and how many people took part?"))
+    assert "18-person" in model, model
+    one = Q.read("How many people took part in its user study?")
+    assert compose.completed("We conducted an 18-person user study [1].", blocks, one) == \
+        "We conducted an 18-person user study [1]."
