@@ -268,6 +268,11 @@ def title_of(blocks: list[Evidence], n: int) -> str:
     return sanitize_source(next(b.hit.paper.title for b in blocks if b.n == n)).rstrip(" .")
 
 
+def _title_head(blocks: list[Evidence], n: int) -> str:
+    """The name a title opens with: "STT-LLM: a structural-temporal ..." -> "STT-LLM"."""
+    return title_of(blocks, n).split(":")[0].rstrip("…").strip()
+
+
 def names_paper(blocks: list[Evidence], n: int, knobs: Answering) -> bool:
     """Does paper n's title name it, so a which-paper answer opens with it? A title made from the abstract's opening
     sentence ("Large Language Model (LLM) agents have shown signi…") does not, unless `lead_with_opening_title`."""
@@ -593,6 +598,12 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     # a sentence restating none keeps the model's order.
     first = max(holding, key=lambda i: (_source_score(kept[i][0], kept[i][1].cites, blocks), -i)) \
         if knobs.reorder_by_evidence else holding[0]
+    if intent.which:
+        # "Which paper adapts chatbot-style models to anti-doping?" is answered by the sentence naming the paper
+        # ("STT-LLM: a structural-temporal tokenization framework ..."), not by the one its description restates.
+        naming = [i for i in holding if kept[i][1].cites and names_paper(blocks, kept[i][1].cites[0], knobs)
+                  and _title_head(blocks, kept[i][1].cites[0]).lower() in kept[i][0].lower()]
+        first = first if first in naming or not naming else naming[0]
     rest = kept[:first] + kept[first + 1:]
     stated = set(numbers_in(kept[first][0]))
     if _terse(kept[first][0]) and stated:
@@ -613,8 +624,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         cited = [n for c in (c for _, c in kept) for n in c.cites]
         if cited and names_paper(blocks, cited[0], knobs):
             title = title_of(blocks, cited[0])
-            head = title.split(":")[0].rstrip("…").strip()
-            if head.lower() not in text.lower():
+            if _title_head(blocks, cited[0]).lower() not in text.lower():
                 text = f"{_cite(title, cited[0])} {text}"
     return completed(text, blocks, intent), "generated", [c for _, c in kept]
 

@@ -1784,3 +1784,24 @@ def test_a_compound_question_gets_the_sentence_for_the_part_the_answer_leaves_ou
     one = Q.read("How many people took part in its user study?")
     assert compose.completed("We conducted an 18-person user study [1].", blocks, one) == \
         "We conducted an 18-person user study [1]."
+
+
+def test_a_which_paper_answer_opens_with_the_sentence_naming_the_paper() -> None:
+    """The model wrote the paper's title, then the sentence its description restates; the answer opened with the
+    description ("In sports anti-doping, biological profiles are analyzed ...") and named the paper second."""
+    paper = make_paper("Doping control is a public concern. In sports anti-doping, biological profiles of athletes "
+                       "are analyzed to detect prohibited substance use. We propose STT-LLM, a tokenization framework that adapts LLMs to longitudinal "
+                       "clinical analysis.", "s.txt", 0, title="STT-LLM: a tokenization framework for clinical data")
+    blocks = [block(paper, scores=[0.1, 0.9, 0.6])]
+    q = Q.read("which paper adapts chatbot-style language models to catching banned drugs in sport from athletes' "
+               "biological profiles?")
+    raw = ("STT-LLM is a tokenization framework that adapts LLMs to longitudinal clinical analysis [1]. In sports "
+           "anti-doping, biological profiles of athletes are analyzed to detect prohibited substance use [1].")
+    sentences, checks = checked(raw, q.text, blocks)
+    out, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    assert mode == "generated" and out.startswith("STT-LLM is a tokenization framework"), out
+    # A question not asking for the paper keeps the sentence that ranks highest for it first.
+    q2 = Q.read("What do anti-doping analyses of athletes' biological profiles detect?")
+    sentences, checks = checked(raw, q2.text, blocks)
+    out2, _, _ = compose.factoid(sentences, checks, blocks, q2, raw)
+    assert out2.startswith("In sports anti-doping"), out2
