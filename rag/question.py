@@ -366,6 +366,9 @@ _AND_SECOND = re.compile(r"(?:,\s*and|\band|;|\?)\s+(?:(?:on|in|for|with|by|from
                          r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
 
 
+_GLOSS = re.compile(r"\(\s*(?:(?:how|what|which|who|where|when|why)\b|i\.\s?e\.|e\.\s?g\.)[^()]*\)", re.IGNORECASE)
+
+
 def compound_parts(question: str) -> tuple[str, ...]:
     """The questions a compound question joins, each as asked: "Which open-weight model does SERA match, and how
     much cheaper than RL is it?" -> ("Which open-weight model does SERA match", "how much cheaper than RL is it?");
@@ -607,22 +610,25 @@ def read(question: str, alone: bool = False) -> Question:
             kind = "summary"
         elif kind == "summary" and not _PLURAL.search(question):
             kind = "which"
+    # A question in parentheses glosses the one asked: "What kind of randomness guarantee (how many items are jointly
+    # random) do its orderings get?" asks for a kind, not a number of items.
+    main = _GLOSS.sub(" ", question)
     asks = [k for k, pattern in (("number", WANTS_NUMBER), ("expansion", WANTS_EXPANSION), ("name", WANTS_NAME),
                                  ("yesno", YESNO), ("reason", WANTS_REASON), ("finding", WANTS_FINDING),
                                  ("overview", WANTS_OVERVIEW), ("method_name", WANTS_METHOD_NAME),
                                  ("evaluation", WANTS_EVALUATION), ("solution", WANTS_SOLUTION))
-            if (pattern.search(question) or (k == "overview" and _ONE_PAPER.search(question)))
+            if (pattern.search(main) or (k == "overview" and _ONE_PAPER.search(question)))
             # A second question asks something narrower: "is there a paper that ..., and what is its dataset?"
             and not (k == "overview" and (kind == "summary" or _SECOND.search(question, 1)))]
     if kind == "summary" and COUNT.search(question):  # the number asked for is the listing's length
         asks = ["count"] + [k for k in asks if k != "number"]
-    quantity = _QUANTITY.search(question)
+    quantity = _QUANTITY.search(main)
     unit = tuple(t for t in tokens(quantity.group(1)) if len(t) >= 3 and not t.isdigit() and t not in _NOT_UNIT) \
         if quantity else ()
-    duration = not unit and bool(_DURATION.search(question))
+    duration = not unit and bool(_DURATION.search(main))
     if duration:
         unit = _DURATION_UNITS
-    study = not unit and bool(_STUDY_SIZE.search(question))
+    study = not unit and bool(_STUDY_SIZE.search(main))
     if study:  # "how big was their user study?" is answered in people ("an 18-person user study")
         unit = ("participants",)
     described = bool(_DESCRIBED.search(question)) or selects

@@ -175,3 +175,16 @@ def test_a_listing_whose_topic_a_retrieved_paper_holds_is_not_abstained_on() -> 
     # A word the paper only resembles ("transformation" for "transformers"), or a question about one paper: abstain.
     assert gate(read("Which papers use transformers?"), hits, 0.3) == "no abstract is close enough to the question"
     assert gate(read("How much does it improve efficiency?"), hits, 0.3) is not None
+
+
+def test_a_question_glossed_in_parentheses_is_not_a_quantity_question() -> None:
+    """"What kind of randomness guarantee (how many items are jointly random) do its orderings provably get?" was read
+    as asking a number of items, and abstained since no abstract counts items; the gloss explains the question, the
+    question asks for a kind. The same question asked outright still wants a number."""
+    glossed = read("What kind of randomness guarantee (how many items are jointly random) do its orderings get?")
+    assert glossed.wants == "" and glossed.unit == (), glossed
+    outright = read("How many items are jointly random in its orderings?")
+    assert outright.wants == "number" and outright.unit == ("items",), outright
+    # An example in parentheses is set aside too: the unit is what follows "how many".
+    example = read("How many GPUs (e.g. A100s of 80 GB) does training take?")
+    assert example.wants == "number" and example.unit == ("gpus",), example
