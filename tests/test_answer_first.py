@@ -1790,8 +1790,9 @@ def test_a_which_paper_answer_opens_with_the_sentence_naming_the_paper() -> None
     """The model wrote the paper's title, then the sentence its description restates; the answer opened with the
     description ("In sports anti-doping, biological profiles are analyzed ...") and named the paper second."""
     paper = make_paper("Doping control is a public concern. In sports anti-doping, biological profiles of athletes "
-                       "are analyzed to detect prohibited substance use. We propose STT-LLM, a tokenization framework that adapts LLMs to longitudinal "
-                       "clinical analysis.", "s.txt", 0, title="STT-LLM: a tokenization framework for clinical data")
+                       "are analyzed to detect prohibited substance use. We propose STT-LLM, a tokenization "
+                       "framework that adapts LLMs to longitudinal clinical analysis.", "s.txt", 0,
+                       title="STT-LLM: a tokenization framework for clinical data")
     blocks = [block(paper, scores=[0.1, 0.9, 0.6])]
     q = Q.read("which paper adapts chatbot-style language models to catching banned drugs in sport from athletes' "
                "biological profiles?")
