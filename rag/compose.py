@@ -121,7 +121,7 @@ def declined(intent: Question) -> str:
     """What an abstention before any evidence is read says. For an existence question ("Is there any work on protein
     design?") it is the answer, "No", with why (the words no abstract uses, else that none is close); any other
     question cannot be answered from these abstracts."""
-    if not intent.exists:
+    if not (intent.exists or intent.exists_first):
         return CANNOT_ANSWER
     missing = intent.absent or intent.unmentioned
     if missing:

@@ -243,7 +243,7 @@ class Assistant:
         else:
             q = q.in_context(focus.searched)
         return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched),
-                           self.retriever.unmentioned(q.topic_words) if q.exists else ())
+                           self.retriever.unmentioned(q.topic_words) if q.exists or q.exists_first else ())
 
     def retrieve(self, question: Q.Question, filters: Filters | None = None, top_k: int | None = None) -> Retrieved:
         """The papers a read question is answered from: the ones it points back at when it does ("it", "the second

@@ -451,6 +451,8 @@ class Question:
     # Set by `in_corpus` for an existence question: words of its topic no abstract uses in any form.
     unmentioned: tuple[str, ...] = ()
     exists: bool = False  # asks whether a paper on something exists: "Is there a paper on ...?", "Do any papers ...?"
+    # asks that, then something of the paper: "Is there a paper on federated learning, and what accuracy did it report?"
+    exists_first: bool = False
     model_asked: bool = False  # asks for a model by name: "Which base model ...?" (not "which kind of models ...?")
     counted: bool = False  # asks how many of a unit: "How many athletes ...?" (not "how much compute")
 
@@ -499,8 +501,10 @@ class Question:
     @property
     def topic_words(self) -> list[str]:
         """An existence question's topic, as content words: "Is there a paper on speculative decoding for faster LLM
-        inference?" -> ["speculative", "decoding", "faster", "llm", "inference"]."""
-        return [w for w in dict.fromkeys(tokens(without_exists_frame(proper(self.text)))) if w not in _FRAME_WORDS]
+        inference?" -> ["speculative", "decoding", "faster", "llm", "inference"]; of a question going on to ask
+        something of that paper, the first part's ("..., and what accuracy did it report?")."""
+        asked = compound_parts(self.text)[0] if self.exists_first else self.text  # not what it then asks of it
+        return [w for w in dict.fromkeys(tokens(without_exists_frame(proper(asked)))) if w not in _FRAME_WORDS]
 
     def distinctive(self, paper_words: set[str]) -> tuple[str, ...]:
         """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
@@ -601,6 +605,7 @@ def read(question: str, alone: bool = False) -> Question:
     else:
         kind = "factoid"
     exists = bool(_EXISTS.search(asked)) and not _SECOND.search(asked, 1)
+    exists_first = not exists and bool(_EXISTS.search(compound_parts(asked)[0]))
     if exists and not selects:
         words = len([w for w in tokens(_EXISTS.sub("", asked)) if w not in _FRAME_WORDS])
         # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described
@@ -664,7 +669,7 @@ def read(question: str, alone: bool = False) -> Question:
                     limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
                     choices=choices_in(question) if kind != "summary" and not _EXISTS.search(question) else (),
                     collection=collection,
-                    exists=exists,
+                    exists=exists, exists_first=exists_first,
                     model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question),
                     counted=bool(unit) and not duration and quantity is not None
                     and quantity.group(0).lower().startswith("how many"))

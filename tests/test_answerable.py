@@ -188,3 +188,23 @@ def test_a_question_glossed_in_parentheses_is_not_a_quantity_question() -> None:
     # An example in parentheses is set aside too: the unit is what follows "how many".
     example = read("How many GPUs (e.g. A100s of 80 GB) does training take?")
     assert example.wants == "number" and example.unit == ("gpus",), example
+
+
+def test_an_existence_question_that_goes_on_to_ask_of_the_paper_is_answered_no_when_no_abstract_has_its_topic() -> None:
+    """"Is there a paper here on federated learning across hospitals, and what accuracy did it report?" was answered
+    with another paper's accuracy sentence; no abstract mentions federated learning or hospitals, so the answer is
+    "No" with why, and nothing is asked of a paper that is not there."""
+    from rag import compose
+    from rag.answerable import gate
+    from rag.records import Hit
+
+    q = read("Is there a paper here on federated learning across hospitals, and what accuracy did it report?")
+    assert q.exists_first and not q.exists and "accuracy" not in q.topic_words, q
+    paper = make_paper("We optimize graphs for tabular learning. The optimized graphs improve accuracy.", "g.txt", 0)
+    hits = [Hit(paper, 0.9, best_similarity=0.8)]
+    assert gate(q.in_corpus((), (), ("federated", "hospitals")), hits, 0.3) == \
+        "the abstracts never mention federated, hospitals"
+    assert compose.declined(q.in_corpus((), (), ("federated", "hospitals"))) == \
+        "No: no abstract mentions federated, hospitals."
+    # Its topic found, the question goes on to its second part.
+    assert gate(q.in_corpus((), (), ()), hits, 0.3) is None
