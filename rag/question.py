@@ -372,12 +372,15 @@ _GLOSS = re.compile(r"\(\s*(?:(?:how|what|which|who|where|when|why)\b|i\.\s?e\.|
 def compound_parts(question: str) -> tuple[str, ...]:
     """The questions a compound question joins, each as asked: "Which open-weight model does SERA match, and how
     much cheaper than RL is it?" -> ("Which open-weight model does SERA match", "how much cheaper than RL is it?");
-    one question alone -> (question,)."""
+    one question alone -> (question,). Words before the first question ask nothing: "ok and what about ...?" is one.
+    """
     cuts = [m.start() for m in _AND_SECOND.finditer(question, 1)]
     bounds = [0, *cuts, len(question)]
     parts = [question[a:b].strip(" ,;") for a, b in zip(bounds, bounds[1:])]
     parts = [re.sub(r"^(?:and|\?)\s+", "", p, flags=re.IGNORECASE) for p in parts]
-    return tuple(p for p in parts if p)
+    if len(parts) > 1 and len(tokens(parts[0])) < 2:  # "ok", "so": a lead-in, not a question
+        parts = [f"{parts[0]} and {parts[1]}", *parts[2:]]
+    return tuple(p for p in parts if p) or (question,)
 
 
 # Setting papers side by side: "How does it compare with ...?", "How does it differ from NAEViT?".

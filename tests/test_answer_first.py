@@ -1770,6 +1770,15 @@ def test_a_compound_question_gets_the_sentence_for_the_part_the_answer_leaves_ou
         "How many took part in its user study", "how often did they pick it?")
     assert Q.compound_parts("By how much does the model, where query and result can swap, beat it?") == (
         "By how much does the model, where query and result can swap, beat it?",)
+    # A lead-in before the first question is not a question of its own, and nothing odd a user types breaks it (a
+    # dev conversation's "ok and what about the synthetic data paper — when does ...?" crashed the answer once).
+    lead = "ok and what about the synthetic data paper — when does synthetic data actually help?"
+    assert Q.compound_parts(lead) == (lead,)
+    for odd in ("", "?", "and", "and how?", ", and what?", "ok and which? and how?"):
+        parts = Q.compound_parts(odd)
+        assert parts and all(isinstance(p, str) for p in parts), (odd, parts)
+        Q.read(odd)
+        compose.completed("It is 26x cheaper [1].", [], Q.read(odd))
     paper = make_paper("Assistants should leave decisions to people. We train assistants to maximize human "
                        "empowerment. We conducted an 18-person user study against a strong baseline. Participants "
                        "preferred our assistant 78% of the time. Creating SERA-like models matches Devstral-Small-2.",
