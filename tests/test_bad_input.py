@@ -308,3 +308,28 @@ def test_utf16_text_starting_with_nul_is_not_mistaken_for_utf32(tmp_path: Path) 
     f.write_bytes("\x000".encode("utf-16"))
     report = ParseReport()
     assert list(read_papers(f, report)) == [] and report.files == ["odd.jsonl"]
+
+
+_QUESTION_WORDS = ["and", "ok", "what", "which", "how", "many", "much", "is", "there", "a", "paper", "on", "it", "its",
+                   "that", "was", "does", "(how many items)", "(e.g.", ")", "(", ",", "?", ";", "—", "or", "papers",
+                   "about", "privacy", "PrivGate", "SOLAR", "summarize", "compare", "them", "the", "second", "one",
+                   "why", "usually", "before", "existing", "methods", "fix", "\n", "  ", "é", "[1]"]
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.lists(st.sampled_from(_QUESTION_WORDS), max_size=14).map(" ".join), st.text(max_size=300)))
+def test_reading_and_completing_any_question_never_raises(question: str) -> None:
+    """A user question never crashes the answer: a turn of the conversation eval ("ok and what about ...?") once
+    raised IndexError in question.read through compound_parts. Any text, and any run of question words, is read,
+    split into its parts and completed against an evidence block."""
+    from rag import compose
+    from rag import question as Q
+    from rag.records import Evidence, Hit
+
+    parts = Q.compound_parts(question)
+    assert parts and all(isinstance(p, str) for p in parts)
+    q = Q.read(question)
+    paper = make_paper("We propose PrivGate. It cuts leakage by 62.6% on PrivacyLens with 18 people.", "p.txt", 0)
+    block = Evidence(1, Hit(paper, 1.0), ("We propose PrivGate.",), (0.5,))
+    compose.completed("It cuts leakage [1].", [block], q)
+    compose.declined(q)
