@@ -98,7 +98,7 @@ _PLURAL = re.compile(r"\b(?:papers|studies|works|articles|are\s+there|do\s+any)\
 # Words framing a topic, not naming it: "is there work on ... by dealing with the long tail ...?" said "No abstract
 # mentions dealing".
 _FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
-                         "anything deal deals dealing concerned tackling handling looking".split())
+                         "anything deal deals dealing concerned tackling handling looking making".split())
 # Nouns asking for a model by name (their first five letters): "which base model", "which LLMs", "which model
 # families", "which backbone"; and the phrase that asks for a kind instead ("which kind of models").
 _MODEL_NOUNS = frozenset({"model", "llm", "llms", "famil", "backb"})
@@ -119,7 +119,9 @@ COUNT = re.compile(r"\b" + _COUNTED, re.IGNORECASE)
 # Other ways to ask for a listing, as users type them: "What about papers dealing with time series?", "Any papers on
 # privacy?", "Show me papers about RL" (also dropped from the topic: `evidence.topic_alternatives`).
 LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|work|studies|research)|"
-                r"any\s+(?:papers|work|studies|research)|anything\s+(?:on|about|regarding)|"
+                r"any\s+(?:papers|work|studies|research)|anything\s+(?:(?:out\s+)?there\s+)?(?:on|about|regarding)|"
+                # "what's out there on how neural nets learn arithmetic?"
+                r"what(?:'s|’s|s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|regarding)|"
                 r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works))")
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
@@ -262,7 +264,10 @@ _BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|
 # Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
 # refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always; "the
 # authors", but not "the authors of" a paper the question names.
-_BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|this (paper|work|method|"
+_BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|"
+                   # "that" as the subject of a question: "how many tasks was that evaluated on?"
+                   r"(?:was|is|were|are|does|did|do|has|have|had|can|could|would|will) that"
+                   r"(?!\s+(?:paper|work|method|approach|model|one)\b)|this (paper|work|method|"
                    r"approach|model|one)|that (paper|work|method|approach|model|one)|the (same|former|latter) ?\w*|"
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
                    r"the (first|last) (two|three)|" + _BARE_ORDINAL + "|" + _THE_N +
@@ -312,7 +317,8 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     tell me you explain elaborate describe go please really released release public publicly github weights
     checkpoints implementation downloadable fewer greater percent percentage times factor points only too also just
     vs versus called named name fix solution approach technique catch downside downsides caveat caveats
-    shortcoming shortcomings tradeoff tradeoffs trade-off trade-offs trade off offs""".split())
+    shortcoming shortcomings tradeoff tradeoffs trade-off trade-offs trade off offs close closer near optimal
+    optimality bound bounds tight efficient efficiency scalable scale""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
@@ -608,9 +614,12 @@ def read(question: str, alone: bool = False) -> Question:
     else:
         kind = "factoid"
     exists = bool(_EXISTS.search(asked)) and not _SECOND.search(asked, 1)
-    exists_first = not exists and bool(_EXISTS.search(compound_parts(asked)[0]))
+    parts = compound_parts(asked)
+    exists_first = not exists and len(parts) > 1 and bool(_EXISTS.search(parts[0]))
     if exists and not selects:
-        words = len([w for w in tokens(_EXISTS.sub("", asked)) if w not in _FRAME_WORDS])
+        # Alternatives name one topic: "anything on making inference cheaper or faster?" is a field of two words.
+        topic = re.sub(r"\b[\w\-]+\s+or\s+(?=[\w\-]+)", "", _EXISTS.sub("", asked), flags=re.IGNORECASE)
+        words = len([w for w in tokens(topic) if w not in _FRAME_WORDS])
         # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described
         # in the singular ("Is there work on the privacy risk of the specifications published in learnware?") is
         # one paper; "Are there papers ...?" asks for all.

@@ -443,3 +443,32 @@ def test_a_short_follow_up_typing_a_slashed_word_whole_stays_on_the_paper(built)
              {"role": "assistant", "content": "2-wise independent permutations [1].", "paper_ids": [shuffle]}]
     ans = a.ask("and the io cost?", history=shown)
     assert ans.focus == (shuffle,) and not ans.abstained, (ans.focus, ans.text)
+
+
+def test_a_follow_up_with_that_as_its_subject_or_asking_how_close_to_optimal_stays_on_the_paper(built) -> None:  # type: ignore[no-untyped-def]
+    """Blind dev conversations: "how many tasks was that evaluated on" after the relational-graph paper abstained
+    ("that" was read as no reference), and "how close to optimal?" after the unlearning paper answered from another
+    paper ("close" and "optimal" were read as a new subject)."""
+    from rag import question as Q
+
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok", "ok"]))
+    shown = [{"role": "user", "content": "How much does PrivGate reduce privacy leakage?"},
+             {"role": "assistant", "content": "By 62.6% [1].", "paper_ids": [PRIVGATE]}]
+    for follow in ("how many benchmarks was that evaluated on", "how close to optimal?"):
+        read = a.read(follow, shown)
+        assert read.pinned == (PRIVGATE,) and "(about: PrivGate" in read.searched, (follow, read.searched)
+    # "that" opening a clause is no reference: "papers that use RL" names its own subject.
+    assert not Q.read("which papers that use reinforcement learning are there?").refers_back
+    assert Q.read("is that model-free?").refers_back and not Q.read("is that paper model-free?").new_subject
+
+
+def test_an_existence_question_asking_more_of_a_paper_no_abstract_is_on_says_so(built) -> None:  # type: ignore[no-untyped-def]
+    """"Is there a paper here on federated learning across hospitals, and what accuracy did it report?" answered
+    another paper's accuracy as if it were that paper; the answer now says first that no abstract mentions the topic
+    (the closest paper after it, or "No: ..." alone when nothing is close)."""
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["It reports 90% accuracy [1]."]))
+    ans = a.ask("Is there a paper here on federated learning across hospitals, and what accuracy did it report?")
+    assert ans.text.startswith(("No abstract mentions federated, hospitals; the closest:",
+                                "No: no abstract mentions federated, hospitals.")), ans.text
