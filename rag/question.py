@@ -12,9 +12,12 @@ of matching the question's text again each on their own.
   a paper on ...?"), "method_name" (what the paper's own method is called: "What's their fix called?"), "definition"
   (what a term means: "so what is grokking exactly?"), "evaluation" (where it was evaluated: "What benchmark were X
   evaluated on?"), "comparison" (what is asked is which methods it beats: "which baselines does X outperform?"),
-  "count" (a listing's length: "How many papers are about RL?"), or "" when nothing narrower is asked; `asks` holds
-  every one of those the question matches, `wants` the first; exists: it asks whether a paper on something exists ("Is
-  there a paper on ...?", "Do any of the papers ...?");
+  "count" (a listing's length: "How many papers are about RL?"), "prior" (what earlier work or the usual practice
+  does: "what did people usually do before ...?"), or "" when nothing narrower is asked; `asks` holds every one of
+  those the question matches (read without a gloss in parentheses), `wants` the first; exists: it asks whether a
+  paper on something exists ("Is there a paper on ...?", "Do any of the papers ...?"), exists_first: that, then
+  something of the paper ("..., and what accuracy did it report?"); `compound_parts` splits a question joined to
+  another;
 - unit: the unit of a quantity question ("how many GPUs" -> gpus); authors: it asks who wrote a paper;
   availability: it asks whether code, data or weights are available; limitations: it asks for the paper's own
   limitations ("What are the limitations of SERA?", not "What limitation of earlier methods does it address?");
