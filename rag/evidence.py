@@ -521,10 +521,8 @@ def topic_alternatives(question: str) -> list[list[str]]:
 
 
 def _mentions(word: str, words: set[str]) -> bool:
-    """The paper uses the word, in the other number ("llms" ~ "llm"), or a word sharing its first five letters
-    ("assistants" ~ "assistive")."""
-    return bool({word, word + "s", word.removesuffix("s")} & words) or \
-        (len(word) >= 5 and any(w.startswith(word[:5]) for w in words))
+    """The paper uses the word, or a word sharing its first five letters ("assistants" ~ "assistive")."""
+    return word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words))
 
 
 # A topic about where to get artefacts; otherwise "Code is available at ..." says nothing of what a paper is about.
