@@ -26,6 +26,13 @@ def block(paper, n=1, scores=None):  # type: ignore[no-untyped-def]
     return Evidence(n, Hit(paper, 1.0), sents, tuple(scores or [0.5] * len(sents)))
 
 
+def paper_evidence(paper, q, per_paper=1, **knobs):  # type: ignore[no-untyped-def]
+    """The evidence sentences one paper gives a read question with these [answer] settings (hash embedder)."""
+    emb = HashEmbedder()
+    scorer = SentenceScorer(emb, Answering(**knobs))
+    return select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, per_paper, 1.0)[0].sentences
+
+
 def checked(text: str, question: str, blocks: list[Evidence]) -> tuple[list[str], list[SentenceCheck]]:
     emb = HashEmbedder()
     papers = SentenceScorer(emb).sentences([b.hit for b in blocks])
@@ -263,9 +270,8 @@ def test_a_question_asking_for_a_cause_is_answered_by_the_sentence_stating_one()
     # Without the boost the sentence echoing the description is the evidence; with it, the one stating the cause.
     # (The question asks about earlier methods too, which `prior_boost` answers with the same sentence: off here.)
     for weight, first in ((0.0, "Unsupervised 3D"), (2.0, "Existing methods are typically constrained")):
-        scorer = SentenceScorer(emb, Answering(reason_boost=weight, prior_boost=0.0, opening_sentence_penalty=0.0))
-        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
-        assert blocks[0].sentences[0].startswith(first)
+        sentences = paper_evidence(paper, q, reason_boost=weight, prior_boost=0.0, opening_sentence_penalty=0.0)
+        assert sentences[0].startswith(first)
     # Inside the paper only: a cause stated somewhere in another abstract does not make that paper the evidence.
     right = make_paper("Earlier methods that split scanned 3D scenes without labels only manage simple objects. We "
                        "propose FoundObj for complex ones.", "f.txt", 1)
@@ -302,11 +308,9 @@ def test_the_problem_a_paper_sets_out_to_solve_answers_what_goes_wrong() -> None
     sents = [(x, 0.0) for x in split_sentences(paper.abstract)]
     assert poses_problem(sents) == {1}
     q = Q.read("According to the NITP paper, what goes wrong with the hidden representations?")
-    emb = HashEmbedder()
     for weight, first in ((0.0, "To address this issue"), (2.0, "We argue")):
-        scorer = SentenceScorer(emb, Answering(reason_boost=weight, opening_sentence_penalty=0.0))
-        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
-        assert blocks[0].sentences[0].startswith(first), blocks[0].sentences
+        sentences = paper_evidence(paper, q, reason_boost=weight, opening_sentence_penalty=0.0)
+        assert sentences[0].startswith(first), sentences
 
 
 def test_which_paper_is_answered_by_the_sentence_presenting_its_work() -> None:
@@ -319,9 +323,8 @@ def test_which_paper_is_answered_by_the_sentence_presenting_its_work() -> None:
     assert q.kind == "which" and not q.asks
     emb = HashEmbedder()
     for weight, first in ((0.0, "Experiments show"), (2.0, "To address this")):
-        scorer = SentenceScorer(emb, Answering(overview_boost=weight, opening_sentence_penalty=0.0))
-        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
-        assert blocks[0].sentences[0].startswith(first), blocks[0].sentences
+        sentences = paper_evidence(paper, q, overview_boost=weight, opening_sentence_penalty=0.0)
+        assert sentences[0].startswith(first), sentences
     # A second question asks something narrower than the paper: its sentence is not outranked by the presenting one.
     more = Q.read("And which paper speeds up reinforcement learning, and on what hardware?")
     assert more.kind == "which" and more.compound
@@ -419,11 +422,9 @@ def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_wi
                        "t.txt", 0)
     q = Q.read("For undoing unknown rotations or warps of a trained network's inputs, which two kinds of competing "
                "methods does the paper report beating?")
-    emb = HashEmbedder()
     for weight, first in ((0.0, "Unknown rotations or warps"), (2.0, "Experiments show improved performance")):
-        scorer = SentenceScorer(emb, Answering(comparison_boost=weight, opening_sentence_penalty=0.0))
-        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
-        assert blocks[0].sentences[0].startswith(first)
+        sentences = paper_evidence(paper, q, comparison_boost=weight, opening_sentence_penalty=0.0)
+        assert sentences[0].startswith(first)
 
 
 def test_inside_a_paper_the_sentence_with_what_was_asked_outranks_the_subject() -> None:
@@ -1450,12 +1451,10 @@ def test_how_many_units_is_answered_where_a_number_counts_them() -> None:
                        "trajectories from the larger set of codebases by the thousands. In all, 200,000+ trajectories "
                        "came out of it. We use our dataset to analyse scaling laws.", "s.txt", 0)
     q = Q.read("How many synthetic trajectories did SERA produce from the larger set of codebases?")
-    emb = HashEmbedder()
     firsts = []
     for weight in (0.0, 1.0):
-        scorer = SentenceScorer(emb, Answering(counted_unit_boost=weight, answer_type_boost=0.0))
-        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 1, 1.0)
-        firsts.append(blocks[0].sentences[0])
+        sentences = paper_evidence(paper, q, counted_unit_boost=weight, answer_type_boost=0.0)
+        firsts.append(sentences[0])
     assert "200,000+" not in firsts[0] and "200,000+" in firsts[1]
 
 
@@ -1751,11 +1750,9 @@ def test_a_question_about_the_usual_practice_is_answered_by_the_sentence_telling
                        "distribution itself. To address this, we propose active distribution shaping for long "
                        "responses in rollouts. Experiments show speedups of up to 1.77x.", "r.txt", 0)
     q = Q.read("what did people usually do before to deal with very long responses slowing down RL rollouts?")
-    emb = HashEmbedder()
     for boost, has in ((0.0, False), (2.0, True)):
-        scorer = SentenceScorer(emb, Answering(prior_boost=boost, opening_sentence_penalty=0.0))
-        blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(paper, 0.9)], scorer, 1, 2, 1.0)
-        assert any(s.startswith("While existing works") for s in blocks[0].sentences) == has, blocks[0].sentences
+        sentences = paper_evidence(paper, q, per_paper=2, prior_boost=boost, opening_sentence_penalty=0.0)
+        assert any(s.startswith("While existing works") for s in sentences) == has, sentences
     blocks = [block(paper, scores=[0.9, 0.5, 0.8, 0.2])]
     picked = compose.best_sentence(blocks, q)
     assert picked is not None and picked[1].startswith("While existing works"), picked
