@@ -1613,12 +1613,18 @@ def test_the_way_a_problem_is_solved_is_answered_by_the_sentence_presenting_the_
                   "how can RL training of LLMs be sped up when a few responses are extremely long?",
                   "So how should graphs built from a database schema be changed?",
                   # blind dev conversation openings, typed so
-                  "paper on RL rollout being slow bc of long-tail response lengths, whats their approach"):
+                  "paper on RL rollout being slow bc of long-tail response lengths, whats their approach",
+                  # how the paper's own method does a thing (blind dev: answered by "In real-world FSL, support sets
+                  # ... inevitably contain noisy samples")
+                  "How does the few-shot learning method for noisy support sets figure out which samples are noisy?",
+                  "How does AREW mitigate the failure of RL-trained agents to seek informative feedback?",
+                  "what's the trick in the shuffling paper?"):
         q = Q.read(asked)
         assert "solution" in q.asks, asked
         assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, problem, knobs) == 0.0, asked
     for other in ("How does SERA work?", "what's their fix called?", "How much does it cost?",
-                  "What is the approach used to shuffle data?"):
+                  "What is the approach used to shuffle data?", "How does TFMixer compare with the baselines?",
+                  "how does the running time scale with the number of hypotheses?", "How did it perform on ImageNet?"):
         assert "solution" not in Q.read(other).asks, other
     # What a paper was evaluated on, asked in the present tense.
     assert_asks("evaluation", ("what did they evaluate their method on", "Which tasks is UHM evaluated on?"),
@@ -1740,6 +1746,9 @@ def test_a_question_about_the_usual_practice_is_answered_by_the_sentence_telling
     assert tells_earlier_work("Conjoint analyses typically report AMCEs by averaging over opponent attributes.")
     assert not tells_earlier_work("We propose active distribution shaping, which typically halves rollout time.")
     assert not tells_earlier_work("Existing works are outperformed by our method, and we release the code.")
+    # one earlier method as the subject, described: "The most advanced existing attack relies on ..."
+    assert tells_earlier_work("The most advanced existing attack relies on an implicit assumption that task-critical "
+                              "neurons remain stable across tasks.")
     assert "prior" in Q.read("what did people usually do before to deal with very long responses?").asks
     assert "prior" in Q.read("What's wrong with how conjoint experiments are normally summarized?").asks
     assert "prior" in Q.read("What do existing methods for RL rollouts rely on?").asks
