@@ -410,8 +410,8 @@ def speaks_of_itself(sentence: str) -> bool:
 # than previous synthetic data methods", which is about the paper).
 _OTHERS = re.compile(r"^\W*(?:(?:however|while|although|yet|but|unfortunately|in contrast|meanwhile),?\s+)?"
                      r"(?:(?:the|most|many)\s+)?(?:(?:most|more)\s+[\w\-]+\s+)?(?:existing|current|prior|previous|"
-                     r"conventional|traditional|earlier|most|many)\s+(?:[\w\-]+\s+){0,3}?(?:methods?|approach(?:es)?|works?|studies|agents|models|"
-                     r"techniques?|systems?|attacks?|algorithms?|frameworks?)\b", re.IGNORECASE)
+                     r"conventional|traditional|earlier|most|many)\s+(?:[\w\-]+\s+){0,3}?(?:methods?|approach(?:es)?|works?|"
+                     r"studies|agents|models|techniques?|systems?|attacks?|algorithms?|frameworks?)\b", re.IGNORECASE)
 
 
 def speaks_of_others(sentence: str) -> bool:
