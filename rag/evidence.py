@@ -157,7 +157,7 @@ _CUES: tuple[tuple[str, Callable[[str, Q.Question], bool], str], ...] = (
     ("method_name", lambda s, q: names_method(s), "overview_boost"),
     ("evaluation", lambda s, q: reports_evaluation(s), "evaluation_boost"),
     ("definition", lambda s, q: defines(s, Q.defined_term(q.text)), "definition_boost"),
-    ("solution", lambda s, q: presents_work(s), "solution_boost"),
+    ("solution", lambda s, q: proposes_work(s), "solution_boost"),
     ("prior", lambda s, q: tells_earlier_work(s), "prior_boost"),
 )
 # The asks `cue_bonus` answers.

@@ -91,6 +91,9 @@ WANTS_SOLUTION = re.compile(
     r"rank|feel|look)\w*|[^?]*\bwork\s*\??\s*$)|\bwhat(?:'s|’s|s| is)\s+the\s+trick\b|\bby what means\b|"
     r"\bwhat do (?:they|the authors|it) use instead\b",
     re.IGNORECASE)
+# The paper's own method as the subject asked about: "the proposed credit-reallocation fix", "their new method".
+_PROPOSED = re.compile(r"\b(?:the|their|its|this)\s+(?:proposed|new)\s+(?:[\w\-]+\s+){0,2}?(?:fix|remedy|solution|"
+                       r"method|approach|technique|framework|algorithm)\b", re.IGNORECASE)
 # Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
 # that ...", "Do any of the papers ...".
 _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
@@ -294,6 +297,9 @@ _SWITCH = (r"(?:something else|(?:a\s+)?(?:new|different|another|unrelated|separ
 _SAYS_SWITCH = re.compile(r"\s*(?:" + _FILLER + r")*" + _SWITCH, re.IGNORECASE)
 _NEW_SUBJECT = re.compile(r"^\s*(?:" + _FILLER + r")*" + _SWITCH + r"|"
                           r"\b(?:is there|are there) (?:a|any|an) (?:paper|work|study|article)s?\b|"
+                          # "anything on learning from label proportions? what application motivates it"
+                          r"^\s*(?:" + _FILLER + r")*(?:(?:is there\s+)?anything|any\s+(?:papers?|work|studies|"
+                          r"research))\s+(?:on|about|regarding)\b|"
                           r"^\s*(?:which|what) (?:paper|work|study|article)\b(?!\s+(?:is|was) (?:it|that)\b)",
                           re.IGNORECASE)
 _CONTINUES = re.compile(r"^\s*(and|also|what about|how about|so|then)\b", re.IGNORECASE)
@@ -304,7 +310,7 @@ _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNOR
 # "the few-shot one", "the database paper": an earlier paper named by what it is about (not "the second one").
 _DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+){0,3}? (?:one|paper)\b|"
-                        r"\bthe (?:paper|work|study) (?:on|about) [\w\-]+(?: [\w\-]+){0,3}|"
+                        r"\bthe (?:paper|work|study) (?:on|about|that|which|where) [\w\-]+(?: [\w\-]+){0,3}|"
                         r"\bthe one (?:on|about|for|with|that|which|where)(?:'s|’s)? [\w\-]+(?: [\w\-]+){0,3}",
                         re.IGNORECASE)
 # "Which of them ...?", "Which one ...?", "Which of the two ...?": one of the papers the last answer cited.
@@ -665,6 +671,10 @@ def read(question: str, alone: bool = False) -> Question:
     ask = ask_part(question)
     if defined_term(question) and not asks:
         asks.append("definition")
+    if not asks and _PROPOSED.search(main):
+        # "what cheap signal does the proposed credit-reallocation fix rely on?": the paper's own method, as it
+        # presents it
+        asks.append("solution")
     if WANTS_PRIOR.search(question) and not _PAST_IT.search(question):
         asks.append("prior")
     if WANTS_COMPARISON.search(ask or question) and "reason" not in asks:

@@ -1822,3 +1822,43 @@ def test_a_which_paper_answer_opens_with_the_sentence_naming_the_paper() -> None
     sentences, checks = checked(raw, q2.text, blocks)
     out2, _, _ = compose.factoid(sentences, checks, blocks, q2, raw)
     assert out2.startswith("In sports anti-doping"), out2
+
+
+def test_a_new_paper_asked_for_in_a_chat_is_not_the_one_under_discussion() -> None:
+    """Blind dev conversations: "anything on learning from aggregate label proportions? what application motivates
+    it" after answers on Opt-Miner was answered from Opt-Miner, and "and the paper that reshapes the rollout length
+    distribution for rl, what speedup do they get" after AREW from AREW."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "which base model did they train?"},
+               {"role": "assistant", "content": "Qwen3-8B [1].", "paper_ids": ["optminer"]}]
+
+    def focus(question: str):  # type: ignore[no-untyped-def]
+        return resolve(question, Q.read(question), history, locate=lambda s: None,
+                       first=lambda text: "shaping" if "rollout" in text else "llp" if "label" in text else None)
+
+    switched = focus("anything on learning from aggregate label proportions? what application motivates it")
+    assert switched.papers == () and Q.read("anything about privacy? who wrote it").new_subject
+    described = focus("and the paper that reshapes the rollout length distribution for rl, what speedup do they get")
+    assert described.described and described.papers == ("optminer", "shaping")
+    # still the paper under discussion
+    assert focus("what application motivates it?").papers == ("optminer",)
+
+
+def test_the_papers_own_method_asked_about_is_answered_by_the_sentence_proposing_it() -> None:
+    """Blind dev: "what cheap signal does the proposed credit-reallocation fix rely on?" was answered by the sentence
+    naming the failure the paper found ("... a failure mode which we call information self-locking"), which names
+    something of the paper's own too but proposes nothing."""
+    from rag.config import Answering
+    from rag.evidence import cue_bonus
+
+    knobs = Answering(solution_boost=2.0)
+    q = Q.read("For LLM agents that stop gathering useful information under outcome-based RL, what cheap signal does "
+               "the proposed credit-reallocation fix rely on?")
+    assert "solution" in q.asks
+    found = ("However, in active reasoning, we find that outcome-based RL can induce a systematic failure mode which "
+             "we call information self-locking (SeL).")
+    fix = "To mitigate this issue, we propose AREW, which uses easy-to-obtain directional critiques."
+    assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, found, knobs) == 0.0
+    # a narrower ask keeps its own cue
+    assert Q.read("How much does the proposed method improve accuracy?").asks == {"number"}
