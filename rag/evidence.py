@@ -496,6 +496,9 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
 _PLEASE = re.compile(r"\s*\bplease\b\s*", re.IGNORECASE)
 
 
+_EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[\s,:]|$)", re.IGNORECASE)
+
+
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"; "Give me one sentence on each privacy paper" -> "privacy"."""
@@ -506,7 +509,11 @@ def topic_of(question: str) -> str:
     # "Is there a paper on ...", "Are there any papers about ...", "Any robotics papers?": the existence frame too.
     framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
     topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()
-    return _ABOUT.sub("", _REPORTS.sub("", topic))
+    topic = _ABOUT.sub("", _REPORTS.sub("", topic))
+    # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives
+    # every listed paper must hold one of (a paper on privacy risk in general is on it too)
+    head = _EXAMPLES.split(topic, maxsplit=1)[0].strip(" ,;:(")
+    return head if head != topic and [w for w in tokens(head) if w not in _GENERIC] else topic
 
 
 def topic_alternatives(question: str) -> list[list[str]]:

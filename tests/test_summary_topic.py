@@ -24,6 +24,11 @@ def test_alternatives_split_on_or_slash_and_commas() -> None:
     assert topic_alternatives("What research here uses group theory or symmetry groups?") == [
         ["group", "theory"], ["symmetry", "groups"]]
     assert topic_alternatives("Which papers in the collection study privacy?") == [["privacy"]]
+    # examples of the topic are not alternatives a listed paper must hold (blind dev: the learnware paper, on privacy
+    # risk in general, was left out of "privacy, e.g. privacy leakage, privacy risk, or differential privacy")
+    assert topic_alternatives("Which papers deal with privacy, e.g. privacy leakage, privacy risk, or differential "
+                              "privacy?") == [["privacy"]]
+    assert topic_alternatives("Which papers use RL (for example PPO)?") == [["rl"]]
 
 
 def test_a_paper_covers_the_topic_through_any_one_alternative() -> None:
