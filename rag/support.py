@@ -23,6 +23,7 @@ from .config import Answering
 from .embed import Embedder
 from .orders import addressed
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
+from .sanitize import sanitize_source
 from .text import COUNTED_UNITS, MARKER, search_form, split_sentences, stem, tokens
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -242,13 +243,32 @@ def unfinished(sentence: str) -> bool:
     return words[-1] in _DANGLING or " ".join(words) in _DANGLING_PAIRS
 
 
+_HEADER_LINE = re.compile(r"^\s*\[(\d+)\]\s*(.+?)\s*$")
+
+
+def _without_headers(text: str, by_n: dict[int, Evidence]) -> str:
+    """The model's text without the lines copying an evidence block's header, "[1] RHI: Robust Halpern Iteration",
+    above a sentence of its own: with no full stop, the line would be glued to the sentence after it as one sentence
+    that the cited paper supports. A header alone on the last line may be the answer ("Which paper ...?")."""
+    def header(line: str) -> bool:
+        m = _HEADER_LINE.match(line)
+        block = by_n.get(int(m.group(1))) if m else None
+        if not m or block is None or len(m.group(2)) < 3:
+            return False
+        title = sanitize_source(block.hit.paper.title).strip().lower()
+        return title.startswith(m.group(2).rstrip(" .…").lower())
+    lines = text.split("\n")
+    return "\n".join(line for i, line in enumerate(lines)
+                     if not (header(line) and any(x.strip() for x in lines[i + 1:])))
+
+
 def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
           paper_sentences: dict[str, tuple[list[str], np.ndarray]],
           policy: Answering = Answering(), instructions: str = "") -> tuple[list[str], list[SentenceCheck]]:
     """Each answer sentence (citations re-pointed where another source supports it) and its check. A sentence that
     repeats six words in a row of `instructions` (the system prompt) is the model reciting its rules, not an answer."""
     by_n = {b.n: b for b in blocks}
-    sentences = answer_sentences(text)
+    sentences = answer_sentences(_without_headers(text, by_n))
     plain = [MARKER.sub("", s).strip() for s in sentences]
     if not sentences:
         return [], []

@@ -1862,3 +1862,16 @@ def test_the_papers_own_method_asked_about_is_answered_by_the_sentence_proposing
     assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, found, knobs) == 0.0
     # a narrower ask keeps its own cue
     assert Q.read("How much does the proposed method improve accuracy?").asks == {"number"}
+
+
+def test_a_copied_evidence_header_is_not_glued_to_the_sentence_under_it() -> None:
+    """Blind dev: the model wrote "[1] RHI: Robust Halpern Iteration" on a line of its own above a copied sentence,
+    and the two were read as one sentence opening the answer ("RHI: Robust Halpern Iteration We first design ...")."""
+    title = SOLAR.title
+    raw = f"[1] {title}\nSOLAR surpasses the strongest supervised VLM by 7.08 points [1]."
+    sentences, checks = checked(raw, "By how many points does SOLAR beat the strongest supervised VLM?", [block(SOLAR)])
+    assert sentences[0].startswith("SOLAR surpasses") and title not in sentences[0], sentences
+    # alone on the last line, a title may be what was asked for ("Which paper ...?"): kept
+    asked = "Which paper proposes a self-supervised retrieval framework?"
+    sentences, _ = checked(f"[1] {title}", asked, [block(SOLAR)])
+    assert sentences and title.rstrip(".") in sentences[0], sentences
