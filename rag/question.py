@@ -609,8 +609,22 @@ def without_exists_frame(question: str) -> str:
     return _EXISTS.sub("", question)
 
 
+# A topic named first, then a listing asked of it in the same message: "ok what about privacy stuff, which papers are
+# about that?" asks "which papers are about privacy stuff?".
+_TOPIC_THEN_LISTING = re.compile(
+    r"^\s*(?:(?:ok|okay|so|and|now)\b[,\s]*)*(?:what|how) about\s+(?P<topic>[^,;:?]+?)\s*[,;:?]+\s*"
+    r"(?P<ask>(?:which|what|any) (?:papers?|works?|studies|research)\b[^?]*?\b(?:about|on|cover|covers|covering|"
+    r"study|studies|do|does|use|uses|deal with|deals with|address|addresses))\s+(?:that|this|it|those|them)\s*\??\s*$",
+    re.IGNORECASE)
+
+
 def proper(question: str) -> str:
-    """The question without a lead-in changing the subject: "btw, which papers use RL?" -> "which papers use RL?"."""
+    """The question without a lead-in changing the subject: "btw, which papers use RL?" -> "which papers use RL?"; a
+    topic named before the listing asked of it, put in its place ("what about privacy stuff, which papers are about
+    that?" -> "which papers are about privacy stuff?")."""
+    m = _TOPIC_THEN_LISTING.match(question)
+    if m:
+        return f"{m.group('ask')} {m.group('topic')}?"
     return _LEAD_IN.sub("", question)
 
 
@@ -690,7 +704,7 @@ def read(question: str, alone: bool = False) -> Question:
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_heads=heads,
                     unit_phrase=phrase, authors=bool(_AUTHORS.search(question)),
-                    refers_back=bool(_BACK.search(question)) or described
+                    refers_back=bool(_BACK.search(asked)) or described
                     or (kind != "summary" and elliptical(question)), described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",

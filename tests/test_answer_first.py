@@ -1875,3 +1875,21 @@ def test_a_copied_evidence_header_is_not_glued_to_the_sentence_under_it() -> Non
     asked = "Which paper proposes a self-supervised retrieval framework?"
     sentences, _ = checked(f"[1] {title}", asked, [block(SOLAR)])
     assert sentences and title.rstrip(".") in sentences[0], sentences
+
+
+def test_a_topic_named_before_the_listing_asked_of_it_is_the_listings_topic() -> None:
+    """Blind dev conversation: "ok what about privacy stuff, which papers are about that?" was read as a question
+    about one paper, its "that" pointing back at the paper discussed before."""
+    from rag.conversation import resolve
+    from rag.evidence import topic_alternatives
+
+    asked = "ok what about privacy stuff, which papers are about that?"
+    q = Q.read(asked)
+    assert q.kind == "summary" and not q.refers_back
+    assert topic_alternatives(asked) == [["privacy"]]
+    assert Q.read("what about diffusion, which papers use it?").kind == "summary"
+    history = [{"role": "user", "content": "whats the paper on shuffling data for sgd?"},
+               {"role": "assistant", "content": "RandomShuffle [1].", "paper_ids": ["shuffle"]}]
+    assert resolve(asked, q, history, locate=lambda s: None).papers == ()
+    # without a topic named before it, "it" still points back
+    assert Q.read("which papers use it?").refers_back
