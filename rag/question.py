@@ -84,12 +84,7 @@ WANTS_SOLUTION = re.compile(
     r"(?:fix|fixes|solution|remedy|cure)\b(?!\s+(?:called|named))|"
     # "whats their approach" at the end of a question describing the paper
     r"\bwhat(?:'s|’s|s| is| was| are)\s+(?:the|their|its)\s+(?:main\s+)?(?:approach|idea|strategy|trick)\s*[?.!]?\s*$|"
-    r"^\s*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:can|could|should|would|might|to|do (?:you|we|people|they))\b|"
-    # how the paper's own method does what it does: "How does the few-shot method figure out which samples are
-    # noisy?", "how do they avoid the pairwise comparisons?" (not how it compares, performs or scales: a finding)
-    r"\bhow (?:does|do|did)\b(?![^?]*\b(?:compar|differ|perform|scal|fare|relat|affect|influenc|vary|varies|stack|"
-    r"rank|feel|look)\w*|[^?]*\bwork\s*\??\s*$)|\bwhat(?:'s|’s|s| is)\s+the\s+trick\b|\bby what means\b|"
-    r"\bwhat do (?:they|the authors|it) use instead\b",
+    r"^\s*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:can|could|should|would|might|to|do (?:you|we|people|they))\b",
     re.IGNORECASE)
 # The paper's own method as the subject asked about: "the proposed credit-reallocation fix", "their new method".
 _PROPOSED = re.compile(r"\b(?:the|their|its|this)\s+(?:proposed|new)\s+(?:[\w\-]+\s+){0,2}?(?:fix|remedy|solution|"

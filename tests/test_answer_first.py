@@ -1613,12 +1613,7 @@ def test_the_way_a_problem_is_solved_is_answered_by_the_sentence_presenting_the_
                   "how can RL training of LLMs be sped up when a few responses are extremely long?",
                   "So how should graphs built from a database schema be changed?",
                   # blind dev conversation openings, typed so
-                  "paper on RL rollout being slow bc of long-tail response lengths, whats their approach",
-                  # how the paper's own method does a thing (blind dev: answered by "In real-world FSL, support sets
-                  # ... inevitably contain noisy samples")
-                  "How does the few-shot learning method for noisy support sets figure out which samples are noisy?",
-                  "How does AREW mitigate the failure of RL-trained agents to seek informative feedback?",
-                  "what's the trick in the shuffling paper?"):
+                  "paper on RL rollout being slow bc of long-tail response lengths, whats their approach"):
         q = Q.read(asked)
         assert "solution" in q.asks, asked
         assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, problem, knobs) == 0.0, asked
