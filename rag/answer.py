@@ -14,7 +14,7 @@ from .generate import Generator, Message
 from .prompts import Prompts
 from .records import Citation, ContextError, Evidence
 from .sanitize import sanitize_source
-from .support import markers_in
+from .support import markers_in, source_header
 from .text import MARKER, clean
 
 __all__ = ["MARKER", "sanitize_source", "markers_in", "truncate_question", "render_sources", "build_messages",
@@ -32,7 +32,7 @@ def truncate_question(question: str) -> tuple[str, str | None]:
 
 def render_sources(blocks: list[Evidence]) -> str:
     return "\n\n".join(
-        f"[{b.n}] {sanitize_source(b.hit.paper.title)}\n{sanitize_source(' '.join(b.sentences))}" for b in blocks
+        f"{source_header(b)}\n{sanitize_source(' '.join(b.sentences))}" for b in blocks
     )
 
 

@@ -246,6 +246,11 @@ def unfinished(sentence: str) -> bool:
 _HEADER_LINE = re.compile(r"^\s*\[(\d+)\]\s*(.+?)\s*$")
 
 
+def source_header(block: Evidence) -> str:
+    """The line heading an evidence block in the prompt ("[1] RHI: Robust Halpern Iteration"); a model may copy it."""
+    return f"[{block.n}] {sanitize_source(block.hit.paper.title)}"
+
+
 def _without_headers(text: str, by_n: dict[int, Evidence]) -> str:
     """The model's text without the lines copying an evidence block's header, "[1] RHI: Robust Halpern Iteration",
     above a sentence of its own: with no full stop, the line would be glued to the sentence after it as one sentence
@@ -255,8 +260,8 @@ def _without_headers(text: str, by_n: dict[int, Evidence]) -> str:
         block = by_n.get(int(m.group(1))) if m else None
         if not m or block is None or len(m.group(2)) < 3:
             return False
-        title = sanitize_source(block.hit.paper.title).strip().lower()
-        return title.startswith(m.group(2).rstrip(" .…").lower())
+        copied = f"[{block.n}] {m.group(2).rstrip(' .…')}"
+        return source_header(block).lower().startswith(copied.lower())
     lines = text.split("\n")
     return "\n".join(line for i, line in enumerate(lines)
                      if not (header(line) and any(x.strip() for x in lines[i + 1:])))
