@@ -99,7 +99,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
     retrieves first, a candidate for a question that describes its paper; `words` a paper's words; `named` the paper
     a name few papers use belongs to. A comparison naming two papers ("SOLAR vs NAEViT", "How does SOLAR differ from
-    NAEViT?") sets both side by side, with or without history.
+    NAEViT?"), or a question about two papers at once ("what do AREW and the rollout-shaping paper each report?",
+    `question.paper_pair`), sets both side by side, with or without history.
 
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question),
@@ -115,6 +116,13 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         both = tuple(dict.fromkeys(p for p in papers if p))
         if len(both) >= 2:
             return Focus(question, both, side_by_side=True)
+    pair = Q.paper_pair(question) if not intent.summary else None
+    if pair:
+        # "what gains do AREW and the rollout-shaping paper each report?": each reference's paper, by its name or as
+        # the reference alone retrieves it first, side by side in the order the question gives them
+        found = [next((p for name in Q.names_in(part) if (p := named(name))), None) or first(part) for part in pair]
+        if found[0] and found[1] and found[0] != found[1]:
+            return Focus(question, (found[0], found[1]), side_by_side=True)
     if not history or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
     if intent.compares and not intent.refers_back and len(Q.compared_parts(question)) == 1:
@@ -158,7 +166,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         picked = tuple(cited[:together])
     else:
         picked = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
-    if intent.described or (intent.ask and len(picked) == 1):  # "the few-shot one", "For the X agent, ... it ...?"
+    # "the few-shot one", "For the X agent, ... it ...?"; not "the first one — what loss do they propose?", whose
+    # paper is the one in that place
+    if intent.described or (intent.ask and len(picked) == 1 and not Q.by_position(question)):
         extra = first(question)
         if extra and extra not in picked:
             return Focus(question, picked + (extra,), described=True)

@@ -50,8 +50,10 @@ __all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
 Event = str | Answer  # a piece of streamed text, or the final Answer (always last)
 _COLLECTION_MORE = 40  # "List all papers": papers listed under the answer past the first ones (the Search tab has all)
 # A small model's preamble ("The answer is:", "Answer:", "The sources mentioned in the answer are:") is not part of
-# the answer.
-_PREAMBLE = re.compile(r"^\s*(?:(the )?(final )?answer\b( to (this|the) question)? ?(is)?\s*[:,-]?|"
+# the answer; nor is a whole sentence saying only where the answer lies ("The answer to this question lies in the
+# context of language modeling."), whose verb a cut preamble would leave opening the answer ("lies in ...").
+_PREAMBLE = re.compile(r"^\s*(?:(the )?answer to (this|the) question lies in\b[^.!?\n]*[.!?]|"
+                       r"(the )?(final )?answer\b( to (this|the) question)?(\s*is\b\s*[:,-]?|\s*[:,-]|[ \t]*(?=\n))|"
                        r"(the )?sources?( mentioned| cited| used)?( in (the|this) answer)?( are| is)?\s*:)\s*",
                        re.IGNORECASE)
 
@@ -230,6 +232,7 @@ class Assistant:
 
     def _read(self, question: str, history: list[Message]) -> Q.Question:
         """`read` with the compute lock held."""
+        question = Q.request_put(question)  # searched as what it requests: "list the papers about ...", not "Can you"
         q = Q.read(question, alone=not history)
         focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named)
         if focus.papers:
@@ -403,6 +406,12 @@ class Assistant:
                 elif summary and pinned:
                     blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
                                              per_paper=1, margin=float("inf"))
+                if summary and pinned:
+                    # in the order the conversation gave them ("AREW and the rollout-shaping paper", "compare them"
+                    # after a list), so that "the first one" next is the first the user meant
+                    order = {p: i for i, p in enumerate(q.pinned)}
+                    blocks = [replace(b, n=n) for n, b in enumerate(
+                        sorted(blocks, key=lambda b: order.get(b.hit.paper.paper_id, len(order))), start=1)]
                 elif summary:
                     lexical = self.retriever.lexical
                     idf = lexical.idf if lexical is not None else (lambda words: {})

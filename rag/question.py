@@ -198,6 +198,8 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
                           r"\bwhat (?:leads?|led)\b|\bwhat (?:is|are|was|were)\b[^?]*\bresponsible for\b|"
                           # "what is the gain attributed to?"
                           r"\b(?:attributed|attributable|due|owing) to\s*(?:[?,;]|$)|"
+                          # "what do they say actually explains the improvement?", "what accounts for the gap?"
+                          r"\bwhat\b(?:\s+[\w\-']+){0,4}?\s+(?:explains|accounts for|underlies|is behind)\b|"
                           # "what properties of ... make forecasting them hard"
                           r"\bwhat\b[^?,;]{0,80}?\bmakes?\b[^?,;]{0,60}?\b(?:hard|harder|difficult|challenging|"
                           r"expensive|costly|slow|fail|unstable|ineffective|impractical)\b|"
@@ -234,11 +236,15 @@ def defined_term(question: str) -> str:
 
 # Where or on what a paper was evaluated: "What benchmark were universal horizon models evaluated on?", "Evaluated on
 # what?", "Which datasets do the experiments use?"
-WANTS_EVALUATION = re.compile(r"\b(?:evaluat(?:e|es|ed|ing)|tested|validat(?:e|es|ed)|benchmark(?:ed|s)?|"
-                              r"assess(?:ed|es)?)\s+(?:\w+\s+){0,2}?(?:on|in|with|against)\b|"
+WANTS_EVALUATION = re.compile(r"\b(?:evaluat(?:e|es|ed|ing)|tested|(?:did|do|does|they|we|to)\s+test|"
+                              r"validat(?:e|es|ed)|benchmark(?:ed|s)?|assess(?:ed|es)?)\s+(?:\w+\s+){0,2}?(?:on|in|with|against)\b|"
                               r"\b(?:evaluated|tested)\s*\?|\bexperiments?\s+(?:on|with|use)\b", re.IGNORECASE)
+# ... or what it is compared against, the preposition left without its object ("which prior generators does the
+# method compare against?", "compare itself to?", "against which methods ...?"): the object is what is asked.
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
-                              r"baselines?)\b", re.IGNORECASE)
+                              r"baselines?)\b|\bcompar(?:e|es|ed|ing)\s+(?:(?:it|them|itself|themselves)\s+)?"
+                              r"(?:against|to|with)\s*[?.!]*\s*$|\b(?:against|versus)\s+(?:which|what)\b",
+                              re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)
 # An either/or question: "Is RHI model-based or model-free?", "Does it use hard labels or soft labels?" (the
 # alternatives end the question; "or not", "or both" offer no second alternative to name).
@@ -623,9 +629,37 @@ def proper(question: str) -> str:
     return _LEAD_IN.sub("", question)
 
 
+# A request put to the assistant, before what is requested: "Can you list the papers about LLM agents?" asks for the
+# listing, not whether it can be listed; "could you tell me which papers study privacy?" asks which papers do.
+_REQUEST = re.compile(r"^\s*(?:(?:(?:can|could|would|will)\s+you|please)\s+(?:please\s+|kindly\s+)?"
+                      r"(?=(?:list|show|give|tell|name|summari[sz]e|explain|describe|find|point|recommend|suggest|"
+                      r"compare|walk|what|which|how|why)\b))?(?:(?:tell|show)\s+me\s+(?=(?:which|what|how|why|whether|if|who|where|when)\b))?",
+                      re.IGNORECASE)
+
+
+# A follow-up naming only what it asks for, one or two lower-case words ("and datasets", "noise levels?"): what is
+# asked is that thing ("what datasets?"). Not a pointer ("and the first one?") nor a verb with its preposition
+# ("evaluated on?"), nor a name ("and SERA?").
+_BARE = re.compile(r"^\s*(?:(?:and|also|plus|ok|okay|so)\b[\s,]*)?(?:(?:the|its|their)\s+)?"
+                   r"(?P<asked>[a-z][a-z\-]*(?:\s+[a-z][a-z\-]*)?)\s*\??\s*$")
+_NOT_BARE = frozenset("one ones first second third last other both former latter them it this that these those same "
+                      "why how what which who when where on in with for to of from by about".split())
+
+
+def request_put(question: str) -> str:
+    """The question a request to the assistant puts: "Can you list the papers on privacy?" -> "list the papers on
+    privacy?"; "could you tell me how much PrivGate cuts leakage?" -> "how much PrivGate cuts leakage?"; "and
+    datasets" -> "what datasets?". A question about a paper ("Can SERA be trained on one GPU?") is left as it is."""
+    bare = _BARE.match(question)
+    if bare and not set(bare.group("asked").split()) & _NOT_BARE:
+        return f"what {bare.group('asked')}?"
+    return _REQUEST.sub("", question, count=1) or question
+
+
 def read(question: str, alone: bool = False) -> Question:
     """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True);
     `alone`: nothing was said before, so "Which of these papers ...?" asks about every paper, not earlier ones."""
+    question = request_put(question)
     selects = bool(_SELECT.search(question)) and not alone
     collection = bool(_COLLECTION.match(question)) or (alone and bool(_THEMES.match(question)))
     asked = proper(question)  # the question after a lead-in changing the subject
@@ -763,6 +797,30 @@ def names_as_written(text: str) -> list[str]:
 
 # Words written in capitals that name no paper: "over SOTA systems", "on one GPU".
 _NO_NAMES = frozenset("sota ai ml gpu gpus cpu cpus tpu tpus api apis io ood iid url urls pdf faq llm llms".split())
+
+
+# Two papers asked about in one message, each named or described: "what gains do AREW and the active distribution
+# shaping paper each report?", "looking for two papers: the grokking one and the one about composing group elements".
+_PAIR_CUE = re.compile(r"\b(?:each|both|respectively|(?:two|both|the) (?:papers|works|methods|studies|approaches))\b",
+                       re.IGNORECASE)
+_REFERENCE_END = re.compile(r"(?:\b[A-Z][\w\-]*[A-Z0-9][\w\-]*|\b(?:one|paper|work|method|approach|study))\s*[:,]?\s*$")
+_REFERENCE_START = re.compile(r"^\s*(?:[A-Z][\w\-]*[A-Z0-9][\w\-]*\b|the\s+(?:[\w\-/]+\s+){0,8}?"
+                              r"(?:one|paper|work|method|approach|study)\b)")
+
+
+def paper_pair(question: str) -> tuple[str, str] | None:
+    """The two references of a message asking about two papers at once, each a name or a description ending in
+    "one", "paper", "work", ... joined by "and" (e.g. "what gains do AREW and the active distribution shaping paper
+    for RL rollouts each report?" -> ("what gains do AREW", "the active distribution shaping paper for RL rollouts
+    each report?")); None for any other question. The words after the second reference belong to it, as a
+    retriever reads them."""
+    if not _PAIR_CUE.search(question):
+        return None
+    for m in re.finditer(r"\s+and\s+", question):
+        left, right = question[:m.start()], question[m.end():]
+        if _REFERENCE_END.search(left) and _REFERENCE_START.match(right):
+            return left.strip(), right.strip()
+    return None
 
 
 def compared_parts(question: str) -> list[str]:

@@ -319,10 +319,20 @@ def names_people(word: str) -> bool:
     return word[:5].lower() in _PEOPLE
 
 
+# An inflection a unit noun is asked with and written without: "pairings" are the abstract's "pairs".
+_UNIT_ENDING = re.compile(r"(?:ings?|ations?|ies|es|s)$")
+
+
 def unit_stems(heads: tuple[str, ...]) -> set[str]:
-    """The five-letter stems a unit is written with, every name of people for one of them."""
+    """The stems a unit is written with: its first five letters and, shorter, the word without its inflection
+    ("pairings" -> "pairi", "pair"; four letters at least), every name of people for one of them."""
     stems = {h[:5].lower() for h in heads}
+    stems |= {bare[:5] for h in heads if len(bare := _UNIT_ENDING.sub("", h.lower())) >= 4}
     return stems | _PEOPLE if stems & _PEOPLE else stems
+
+
+def _unit_word(word: str, stems: set[str]) -> bool:
+    return word.lower().startswith(tuple(stems))
 
 
 def counts(text: str, heads: tuple[str, ...], in_words: bool = True, near: bool = False) -> bool:
@@ -338,9 +348,9 @@ def counts(text: str, heads: tuple[str, ...], in_words: bool = True, near: bool 
         words = re.findall(r"[A-Za-z][\w\-]*", clause)[:3]
         if near:
             words += re.findall(r"[A-Za-z][\w\-]*", re.split(r"[,;:()]|\.\s", text[:m.start()])[-1])[-3:]
-        if any(w[:5].lower() in stems for w in words):
+        if any(_unit_word(w, stems) for w in words):
             return True
-    return any(m.group(1)[:5].lower() in stems for m in re.finditer(r"\b\d+(?:\.\d+)?-([A-Za-z]+)", text))
+    return any(_unit_word(m.group(1), stems) for m in re.finditer(r"\b\d+(?:\.\d+)?-([A-Za-z]+)", text))
 
 
 def has_quantity(text: str) -> bool:

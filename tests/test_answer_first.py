@@ -413,6 +413,11 @@ def test_a_result_asked_for_is_not_answered_by_a_model_sentence_restating_the_me
 def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_with_them() -> None:
     assert "comparison" in Q.read("Which two kinds of competing methods does the paper report beating?").asks
     assert "comparison" in Q.read("Which LiDAR generators serve as the strongest rivals for the method?").asks
+    # What the paper is compared against, the preposition left without its object, is what is asked.
+    assert "comparison" in Q.read("which prior 4D/LiDAR generators does the hierarchical recoupling method compare "
+                                  "against?").asks
+    assert "comparison" in Q.read("Against which methods is TIED evaluated?").asks
+    assert "comparison" not in Q.read("How does SOLAR compare with NAEViT?").asks
     # A rival named only in the clause that describes the paper is not what is asked.
     assert "comparison" not in Q.read("In the work on strategies against a rival party, how many players are "
                                       "there?").asks
@@ -1464,6 +1469,15 @@ def test_why_one_method_beats_another_asks_for_the_cause_not_for_what_it_beats()
     assert "comparison" in Q.read("Which baselines does TIED outperform?").asks
 
 
+def test_what_explains_a_gain_asks_for_its_cause() -> None:
+    # A blind dev question opened with "this gain cannot be explained by closer teacher matching" before the cause.
+    for text in ("In that distillation work, what do they say actually explains the improvement?",
+                 "what accounts for the gap between soft and mixed labels?"):
+        assert "reason" in Q.read(text).asks, text
+    # What a theory explains is an effect, not a cause.
+    assert "reason" not in Q.read("What does the Bridge-Garden theory explain?").asks
+
+
 def test_what_a_paper_shares_with_another_described_sets_them_side_by_side() -> None:
     # A blind dev conversation: after PrivGate, "what does it share with the learnware specification privacy paper"
     # cited PrivGate alone: the whole question's words ("privacy") found PrivGate again.
@@ -1507,6 +1521,9 @@ def test_where_a_paper_was_evaluated_is_answered_by_its_experiments() -> None:
 
     q = Q.read("what benchmark were universal horizon models evaluated on?")
     assert "evaluation" in q.asks and "evaluation" in Q.read("Evaluated on what?").asks
+    # "test on" as users type it (a blind dev conversation: "which domains did they test on?" cited the setting).
+    assert "evaluation" in Q.read("which domains did they test on?").asks
+    assert "evaluation" not in Q.read("Does SERA need unit tests in the repository?").asks
     assert cue_bonus(q, "Experimental results on 100 challenging OGBench tasks show gains.", Answering()) > 0
     assert cue_bonus(q, "To this end, we introduce universal horizon models (UHM).", Answering()) == 0
 
@@ -1572,6 +1589,30 @@ def test_who_wins_between_two_named_papers_sets_them_side_by_side() -> None:
     got = resolve(question, q, [], locate=lambda s: None, named=lambda name: names.get(name.lower()))
     assert got.papers == ("sera", "optminer") and got.side_by_side
     assert Q.read("which one is cheaper, SERA or RL?").compares
+
+
+def test_two_papers_asked_about_in_one_message_are_set_side_by_side() -> None:
+    # Blind dev conversations: "what gains do AREW and the active distribution shaping paper for RL rollouts each
+    # report?" and "looking for two papers: the grokking one and the one about ..." were answered from one paper.
+    from rag.conversation import resolve
+
+    question = "what gains do AREW and the active distribution shaping paper for RL rollouts each report?"
+    assert Q.paper_pair(question) == ("what gains do AREW",
+                                      "the active distribution shaping paper for RL rollouts each report?")
+    assert Q.paper_pair("looking for two papers: the grokking one and the one about networks composing group "
+                        "elements") == ("looking for two papers: the grokking one",
+                                        "the one about networks composing group elements")
+    # Two things that are no papers, or a listing, are not.
+    assert Q.paper_pair("what do hard and soft labels each contribute?") is None
+    assert Q.paper_pair("Does the paper use both hard and soft labels?") is None
+    got = resolve(question, Q.read(question), [], locate=lambda s: None,
+                  first=lambda text: "shaping" if "shaping" in text else "other",
+                  named=lambda name: {"arew": "arew"}.get(name))
+    assert got.papers == ("arew", "shaping") and got.side_by_side
+    # The same paper twice is no pair.
+    same = resolve(question, Q.read(question), [], locate=lambda s: None, first=lambda text: "arew",
+                   named=lambda name: {"arew": "arew"}.get(name))
+    assert not same.side_by_side
 
 
 def test_a_sentence_the_model_says_twice_is_shown_once() -> None:

@@ -57,7 +57,9 @@ def test_a_count_the_paper_never_gives_is_a_reason_to_abstain() -> None:
     study = make_paper("We propose Empower. We conducted an 18-person user study. It used seven teacher-student "
                        "pairs, and networks need log k layers.", "e.txt", 0)
     for question in ("How many participants were in the user study?", "How many people took part in the study?",
-                     "How many teacher-student pairs were used?", "How many layers do the networks need?"):
+                     "How many teacher-student pairs were used?", "How many layers do the networks need?",
+                     # a blind dev question: the unit asked in another inflection of the abstract's word
+                     "how many big/small model pairings were tried?"):
         assert unanswerable_reason(read(question), [study]) is None, question
     # The noun just before the amount also gives it (an injection test's paper: "finds bugs in 23% of solutions").
     probe = make_paper("CodeProbe finds bugs in 23% of solutions that pass the original tests.", "c.txt", 0)

@@ -83,6 +83,19 @@ def test_a_preamble_before_the_answer_is_dropped(built, preamble: str) -> None: 
     assert ans.mode == "generated" and ans.text.startswith("PrivGate achieves a 62.6%")
 
 
+def test_a_sentence_saying_only_where_the_answer_lies_is_dropped_whole(built) -> None:  # type: ignore[no-untyped-def]
+    # Cutting "The answer to this question" off it left "Lies in the efficiency-privacy trade-off [1]." opening the
+    # answer.
+    s, emb, _ = built
+    reply = ("The answer to this question lies in the efficiency-privacy trade-off of PrivGate. PrivGate employs "
+             "Latent Gating, a training-free mechanism that triggers explicit reasoning only when high latent risk is "
+             "detected [1].")
+    ans = Assistant(s, embedder=emb, generator=ScriptedGenerator([reply])).ask(
+        "What mechanism does PrivGate use to decide when to reason explicitly?")
+    assert ans.mode == "generated" and ans.text.startswith("PrivGate employs Latent Gating"), ans.text
+    assert "lies in" not in ans.text.lower()
+
+
 def test_unrelated_question_abstains_without_calling_the_model(built) -> None:  # type: ignore[no-untyped-def]
     s, emb, _ = built
     gen = ScriptedGenerator()
@@ -390,6 +403,18 @@ def test_a_comparison_naming_two_papers_sets_both_side_by_side(built) -> None:  
     # One named paper and a description of nothing rare: not a side-by-side; nor a paper described by what it does.
     assert len(a.ask("How does PrivGate compare with earlier methods?").focus) < 2
     assert len(a.ask("Which method, by comparing specifications with learnware inversion, bounds the risk?").focus) < 2
+
+
+def test_two_papers_asked_about_at_once_are_answered_in_the_order_asked(built) -> None:  # type: ignore[no-untyped-def]
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok"]))
+    question = "what do RKME and PrivGate each report?"
+    ans = a.ask(question)
+    assert [c.paper.paper_id for c in ans.citations] == [LEARNWARE, PRIVGATE], ans.text
+    history = [{"role": "user", "content": question},
+               {"role": "assistant", "content": ans.text, "paper_ids": [c.paper.paper_id for c in ans.citations]}]
+    # "the first one" is the first the user named, and only that paper, whatever the rest of the question describes
+    assert a.read("the first one — what leakage does it report?", history).pinned == (LEARNWARE,)
 
 
 def test_list_all_papers_lists_the_collection_with_its_count(built) -> None:  # type: ignore[no-untyped-def]

@@ -160,6 +160,34 @@ def test_a_listing_asked_for_paper_by_paper_is_a_listing_of_its_topic() -> None:
     assert not read("Which of the RL papers uses PPO?", alone=True).summary  # one of them
 
 
+def test_a_request_to_the_assistant_asks_what_it_requests() -> None:
+    """A blind dev conversation: "Can you list the papers about LLM-based agents?" was read as a yes/no question
+    and answered from one paper; its topic words were "you list llm agents"."""
+    from rag.question import read
+
+    for asked in ("Can you list the papers about LLM-based agents?", "could you summarize the work on privacy?",
+                  "can you tell me which papers study privacy?", "Could you please show me papers on graph neural "
+                                                                 "networks?"):
+        q = read(asked)
+        assert q.summary and "yesno" not in q.asks, asked
+    assert topic_alternatives(read("Can you list the papers about LLM-based agents?").text) == [["llm", "agents"]]
+    assert read("can you tell me how much PrivGate cuts leakage?").asks == frozenset({"number"})
+    # A question about a paper is a yes/no question still.
+    assert "yesno" in read("Can SERA be trained on a single GPU?").asks
+    assert "yesno" in read("Could the attack work without labels?").asks
+
+
+def test_a_follow_up_naming_only_what_it_asks_for_asks_for_that() -> None:
+    """A blind dev conversation: "and datasets", after a question about a paper, cited the paper's first finding; the
+    sentence naming its datasets answers."""
+    from rag.question import read
+
+    assert read("and datasets").noun == "datasets"
+    assert read("noise levels?").text == "what noise levels?"
+    for pointer in ("and the first one?", "both?", "evaluated on?", "and SERA?", "and TIED"):
+        assert read(pointer).text == pointer, pointer
+
+
 @pytest.mark.slow
 def test_listings_of_the_seeds_show_what_each_paper_does(real_assistant) -> None:  # type: ignore[no-untyped-def]
     """On the real seeds and embedder (a listing runs no model): every RL paper's line says what it does, never its
@@ -172,6 +200,9 @@ def test_listings_of_the_seeds_show_what_each_paper_does(real_assistant) -> None
     differ = real_assistant.ask("How do the RL papers differ?")
     listed = {c.paper.paper_id for c in differ.citations}
     assert not differ.abstained and len(listed) >= 4 and listed <= {c.paper.paper_id for c in rl.citations}
+    # Asked as a request to the assistant, the listing is the same one, not a yes/no answer from one paper.
+    agents = real_assistant.ask("Can you list the papers about LLM-based agents?")
+    assert len(agents.citations) >= 4 and "SERA" in agents.text, agents.text
     each = real_assistant.ask("give me one sentence on each privacy paper")
     assert len(each.citations) >= 3 and "PrivGate" in each.text, each.text
     assert any("private hypothesis selection" in x for x in each.text.splitlines()), each.text
