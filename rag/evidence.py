@@ -70,7 +70,7 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
 # "require access to model gradients, limiting their applicability" (not "with limited data", a setting).
 _CAUSE = re.compile(r"\b(?:because|since|due to|owing to|driven by|drives|drivers?|caused by|attributed to|"
                     r"explained by|(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|"
-                    r"lies in|(?:leads?|led|leading) to|gives? rise to|"
+                    r"lies in|(?:leads?|led|leading) to|gives? rise to|(?:ensures?|implies|guarantees?|means) that|"
                     # a difficulty
                     r"limiting|limited by|lacks?|lacking|fail(?:s|ed)? to|struggles?|prohibitive|costly)\b",
                     re.IGNORECASE)

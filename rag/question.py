@@ -340,10 +340,12 @@ _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
 _COUNTS = {"two": 2, "three": 3, "2": 2, "3": 3}
 _AUX_WORDS = "does|do|did|is|are|was|were|has|have|had|can|could|will|would|should|must|might|may"
 _AUX = f"(?:{_AUX_WORDS})"
+# Verbs whose subject is the noun asked for: "Which base model gets comparable to the 32B agents?".
+_SUBJECT_VERBS = "gets|achieves|matches|reaches|performs|outperforms|beats|yields|gives|leads|works|helps"
 # The noun a "what/which ..." question asks for: "On what kinds of tasks were ...?" -> "tasks", "What reinforcement
 # learning algorithm is introduced ...?" -> "algorithm", "... covers which kinds of settings?" -> "settings".
 _ASKED_NOUN = re.compile(r"\b(?:what|which)\s+((?:[\w\-]+\s+){0,3}?)(?!" + _AUX + r"\b)([a-z][\w\-]*)"
-                         r"(?=\s+" + _AUX + r"\b|\s*\?\s*$)", re.IGNORECASE)
+                         r"(?=\s+(?:" + _AUX_WORDS + "|" + _SUBJECT_VERBS + r")\b|\s*\?\s*$)", re.IGNORECASE)
 # Heads that ask for a paper, not for something inside one.
 _NOT_ASKED = frozenset("paper papers work works study studies article one ones method approach".split())
 # "how many <unit words> <verb/preposition/end>": e.g. "How many parameters did ..." -> "parameters".
