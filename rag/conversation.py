@@ -31,7 +31,7 @@ from typing import Any
 
 from . import question as Q
 from .support import markers_in
-from .text import MARKER, split_sentences, written_in
+from .text import MARKER, split_sentences, tokens, written_in
 
 Message = dict[str, Any]
 
@@ -169,7 +169,11 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     # "the few-shot one", "For the X agent, ... it ...?"; not "the first one — what loss do they propose?", whose
     # paper is the one in that place
     if intent.described or (intent.ask and len(picked) == 1 and not Q.by_position(question)):
-        extra = first(question)
-        if extra and extra not in picked:
-            return Focus(question, picked + (extra,), described=True)
+        # the paper the question retrieves first, and the one its description alone does ("ok and the conjoint
+        # experiments one — what real data do they test on?": "real data" found the synthetic-data paper discussed)
+        description = question.replace(intent.ask, " ") if intent.ask else ""
+        extra = tuple(p for p in dict.fromkeys((first(question), first(description) if tokens(description) else None))
+                      if p and p not in picked)
+        if extra:
+            return Focus(question, picked + extra, described=True)
     return Focus(question, picked, described=intent.described)

@@ -1620,6 +1620,19 @@ def test_two_papers_asked_about_in_one_message_are_set_side_by_side() -> None:
     assert not same.side_by_side
 
 
+def test_a_follow_up_describing_another_paper_finds_it_by_its_description() -> None:
+    # A dev conversation: after the synthetic-data paper, "ok and the conjoint experiments one — what real data do
+    # they test on?" searched as a whole found the synthetic-data paper again ("real data").
+    from rag.conversation import resolve
+
+    question = "ok and the conjoint experiments one — what real data do they test on?"
+    history = [{"role": "user", "content": "what about work on why synthetic data helps?"},
+               {"role": "assistant", "content": "- Synthetic data helps when ... [1].", "paper_ids": ["synthetic"]}]
+    got = resolve(question, Q.read(question), history, locate=lambda s: None,
+                  first=lambda text: "synthetic" if "data" in text else "conjoint" if "conjoint" in text else None)
+    assert got.papers == ("synthetic", "conjoint") and got.described
+
+
 def test_a_sentence_the_model_says_twice_is_shown_once() -> None:
     """A blind dev answer: "The Opt-Miner framework proposes a novel tree-guided data synthesis pipeline [1]. The
     Opt-Miner framework proposes a tree-guided data synthesis pipeline [1]." """
