@@ -401,17 +401,18 @@ class Assistant:
                 # Sentences are scored against the question itself for a pinned follow-up (`Question.scored`).
                 qvec = self.embedder.embed([question])[0] if pinned else retrieved.query_vector
                 assert qvec is not None
-                if summary and pinned and not Q.compared_on(question):  # "compare them": what each one does
-                    blocks = what_each_does(q, qvec, retrieved.hits, self._scorer, ans)
-                elif summary and pinned:
-                    blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
-                                             per_paper=1, margin=float("inf"))
                 if summary and pinned:
-                    # in the order the conversation gave them ("AREW and the rollout-shaping paper", "compare them"
-                    # after a list), so that "the first one" next is the first the user meant
-                    order = {p: i for i, p in enumerate(q.pinned)}
-                    blocks = [replace(b, n=n) for n, b in enumerate(
-                        sorted(blocks, key=lambda b: order.get(b.hit.paper.paper_id, len(order))), start=1)]
+                    if not Q.compared_on(question):  # "compare them": what each one does
+                        blocks = what_each_does(q, qvec, retrieved.hits, self._scorer, ans)
+                    else:
+                        blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
+                                                 per_paper=1, margin=float("inf"))
+                    if Q.paper_pair(q.text):
+                        # two papers asked about at once ("AREW and the rollout-shaping paper"): in the order the
+                        # user gave them, so that "the first one" next is the first the user meant
+                        order = {p: i for i, p in enumerate(q.pinned)}
+                        blocks = [replace(b, n=n) for n, b in enumerate(
+                            sorted(blocks, key=lambda b: order.get(b.hit.paper.paper_id, len(order))), start=1)]
                 elif summary:
                     lexical = self.retriever.lexical
                     idf = lexical.idf if lexical is not None else (lambda words: {})
