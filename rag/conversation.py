@@ -44,6 +44,7 @@ class Focus:
     papers: tuple[str, ...] = ()  # paper ids the question points at (empty: not pinned to earlier papers)
     described: bool = False  # the papers are candidates for one the question describes, not all of them
     side_by_side: bool = False  # the papers are compared: all of them, whatever the question describes
+    in_order: bool = False  # the user gave the papers in this order ("AREW and the rollout-shaping paper"): keep it
 
 
 def previous_citations(history: Sequence[Message], locate: Callable[[str], str | None],
@@ -122,7 +123,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         # the reference alone retrieves it first, side by side in the order the question gives them
         found = [next((p for name in Q.names_in(part) if (p := named(name))), None) or first(part) for part in pair]
         if found[0] and found[1] and found[0] != found[1]:
-            return Focus(question, (found[0], found[1]), side_by_side=True)
+            return Focus(question, (found[0], found[1]), side_by_side=True, in_order=True)
     if not history or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
     if intent.compares and not intent.refers_back and len(Q.compared_parts(question)) == 1:

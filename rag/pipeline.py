@@ -232,8 +232,8 @@ class Assistant:
 
     def _read(self, question: str, history: list[Message]) -> Q.Question:
         """`read` with the compute lock held."""
-        question = Q.request_put(question)  # searched as what it requests: "list the papers about ...", not "Can you"
         q = Q.read(question, alone=not history)
+        question = q.text  # searched as what it requests: "list the papers about ...", not "Can you list ..."
         focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named)
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
@@ -242,7 +242,8 @@ class Assistant:
             if Q.only_points(question):  # "And the first one?": the last question, asked of that paper
                 asked = next((m["content"] for m in reversed(history) if m.get("role") == "user"), question)
                 q = Q.read(asked)
-            q = q.in_context(f"{asked} (about: {titles[:400]})", focus.papers, focus.described, focus.side_by_side)
+            q = q.in_context(f"{asked} (about: {titles[:400]})", focus.papers, focus.described, focus.side_by_side,
+                             focus.in_order)
         else:
             q = q.in_context(focus.searched)
         return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched),
@@ -407,7 +408,7 @@ class Assistant:
                     else:
                         blocks = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=len(pinned),
                                                  per_paper=1, margin=float("inf"))
-                    if Q.paper_pair(q.text):
+                    if q.in_order:
                         # two papers asked about at once ("AREW and the rollout-shaping paper"): in the order the
                         # user gave them, so that "the first one" next is the first the user meant
                         order = {p: i for i, p in enumerate(q.pinned)}

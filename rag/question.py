@@ -471,6 +471,7 @@ class Question:
     # Set by `in_context`: the standalone form retrieval searches, and the earlier papers the question points at.
     searched: str = ""
     pinned: tuple[str, ...] = ()
+    in_order: bool = False  # the pinned papers are in the order the user gave them (`conversation.Focus.in_order`)
     # Set by `in_corpus`: names no abstract contains, and words of the searched form few papers use.
     absent: tuple[str, ...] = ()
     rare: tuple[str, ...] = ()
@@ -511,14 +512,15 @@ class Question:
         return whole
 
     def in_context(self, searched: str, pinned: tuple[str, ...] = (), described: bool = False,
-                   side_by_side: bool = False) -> Question:
+                   side_by_side: bool = False, in_order: bool = False) -> Question:
         """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",
         "the first two") make it a summary of those papers. `described`: the pinned papers are candidates for the
         one the question describes (`conversation.Focus.described`); `side_by_side`: they are all set side by side,
-        whatever the question describes ("How does it compare with the learnware paper?")."""
+        whatever the question describes ("How does it compare with the learnware paper?"); `in_order`: listed in
+        the order given."""
         described = (self.described or described) and not side_by_side
         kind = "summary" if len(pinned) > 1 and not described else self.kind
-        return replace(self, searched=searched, pinned=pinned, kind=kind, described=described)
+        return replace(self, searched=searched, pinned=pinned, kind=kind, described=described, in_order=in_order)
 
     def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...],
                   unmentioned: tuple[str, ...] = ()) -> Question:

@@ -37,11 +37,9 @@ from .embed import Embedder
 from .lexical import LexicalIndex
 from .records import Hit, Passage
 from .store import ChunkStore, StoredChunk
-from .text import spelled_out, tokens
+from .text import spelled_out, tokens, without_ending
 
 _NAME_CHUNKS = 12  # BM25 chunks read for the papers writing a name (`Retriever.paper_named`)
-# Endings a word's other forms do not share: "speeding" / "speed", "deletions" / "delete", "provably" / "provable".
-_SUFFIX = re.compile(r"(?:ations?|ingly|ings?|edly|ed|ally|ly|ies|es|s)$")
 
 
 @dataclass(frozen=True)
@@ -238,7 +236,7 @@ class Retriever:
         for word in words:
             if len(word) < 5 or "-" in word or any(c.isdigit() for c in word):
                 continue
-            stem = _SUFFIX.sub("", word)[:5]
+            stem = without_ending(word)[:5]
             if len(stem) >= 4 and not self.lexical.knows(stem):
                 out.append(word)
         return tuple(out)

@@ -319,15 +319,21 @@ def names_people(word: str) -> bool:
     return word[:5].lower() in _PEOPLE
 
 
-# An inflection a unit noun is asked with and written without: "pairings" are the abstract's "pairs".
-_UNIT_ENDING = re.compile(r"(?:ings?|ations?|ies|es|s)$")
+# Endings a word's other forms do not share: "speeding" / "speed", "deletions" / "delete", "provably" / "provable",
+# "pairings" / "pairs".
+_ENDING = re.compile(r"(?:ations?|ingly|ings?|edly|ed|ally|ly|ies|es|s)$")
+
+
+def without_ending(word: str) -> str:
+    """The word without an ending its other forms do not share: "pairings" -> "pair", "federated" -> "feder"."""
+    return _ENDING.sub("", word)
 
 
 def unit_stems(heads: tuple[str, ...]) -> set[str]:
     """The stems a unit is written with: its first five letters and, shorter, the word without its inflection
     ("pairings" -> "pairi", "pair"; four letters at least), every name of people for one of them."""
     stems = {h[:5].lower() for h in heads}
-    stems |= {bare[:5] for h in heads if len(bare := _UNIT_ENDING.sub("", h.lower())) >= 4}
+    stems |= {bare[:5] for h in heads if len(bare := without_ending(h.lower())) >= 4}
     return stems | _PEOPLE if stems & _PEOPLE else stems
 
 
