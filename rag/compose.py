@@ -582,6 +582,10 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     if knobs.model_names_noun:
         holding = [i for i in holding
                    if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
+    if "reason" in intent.asks and any(states_cause(s) for b in blocks for s in b.sentences):
+        # "Why are intra-class links harder to infer?": a model sentence stating no cause ("The diagnostic
+        # correction reveals that leakage is under-measured") does not answer when the evidence states one.
+        holding = [i for i in holding if states_cause(kept[i][0])]
     if "finding" in intent.asks:
         # "What is the headline result of SIVS?": the model's "The headline result of SIVS is that it provides a
         # geometric criterion ..." restates a sentence of method, not of result.

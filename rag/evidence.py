@@ -69,7 +69,8 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
 # reduced exposure bias", "hindered by inter-individual heterogeneity", "a bidirectional bottleneck that leads to SeL",
 # "require access to model gradients, limiting their applicability" (not "with limited data", a setting).
 _CAUSE = re.compile(r"\b(?:because|since|due to|owing to|driven by|drives|drivers?|caused by|attributed to|"
-                    r"explained by|(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|suffers? from|bottlenecks?|"
+                    r"explained by|motivated by|(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|"
+                    r"suffers? from|bottlenecks?|"
                     r"lies in|(?:leads?|led|leading) to|gives? rise to|(?:ensures?|implies|guarantees?|means) that|"
                     # a difficulty
                     r"limiting|limited by|lacks?|lacking|fail(?:s|ed)? to|struggles?|prohibitive|costly)\b",
@@ -507,7 +508,7 @@ def topic_of(question: str) -> str:
     if described:
         return described
     # "Is there a paper on ...", "Are there any papers about ...", "Any robotics papers?": the existence frame too.
-    framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
+    framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(Q.unglossed(question))))
     topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()
     topic = _ABOUT.sub("", _REPORTS.sub("", topic))
     # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives

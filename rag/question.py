@@ -91,7 +91,9 @@ _PROPOSED = re.compile(r"\b(?:the|their|its|this)\s+(?:proposed|new)\s+(?:[\w\-]
                        r"method|approach|technique|framework|algorithm)\b", re.IGNORECASE)
 # Whether a paper on something exists, and the frame that asks it: "Is there a paper on ...", "Are there any papers
 # that ...", "Do any of the papers ...".
-_EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) there\s+(?:a|an|any|one)?\s*"
+_EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are) (?:any|some)(?:one|body)\s+"
+                     r"(?:(?:already|actually|still)\s+)?(?:doing|working\s+on|looking\s+(?:at|into)|studying|"
+                     r"researching|tackling)|(?:is|are) there\s+(?:a|an|any|one)?\s*"
                      r"(?:papers?|works?|stud(?:y|ies)|research|articles?)?|(?:do(?:es)?|is|are)\s+any\s+(?:of\s+)?"
                      r"(?:the\s+)?(?:papers?|abstracts?|works?|stud(?:y|ies))?|any\s+(?=(?:[\w\-]+\s+){0,3}?"
                      r"(?:papers|works?|studies|research)\b)|anything(?=\s+(?:on|about|regarding)\b))\s*"
@@ -200,6 +202,8 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
                           r"\b(?:attributed|attributable|due|owing) to\s*(?:[?,;]|$)|"
                           # "what do they say actually explains the improvement?", "what accounts for the gap?"
                           r"\bwhat\b(?:\s+[\w\-']+){0,4}?\s+(?:explains|accounts for|underlies|is behind)\b|"
+                          # "what real-world problem motivates the paper?", "what's the motivation for ...?"
+                          r"\bwhat\b[^?,;]{0,40}?\bmotivat(?:es|ed|e)\b|\bmotivations?\b|"
                           # "what properties of ... make forecasting them hard"
                           r"\bwhat\b[^?,;]{0,80}?\bmakes?\b[^?,;]{0,60}?\b(?:hard|harder|difficult|challenging|"
                           r"expensive|costly|slow|fail|unstable|ineffective|impractical)\b|"
@@ -390,6 +394,16 @@ _AND_SECOND = re.compile(r"(?:,\s*and|\band|;|\?)\s+(?:(?:on|in|for|with|by|from
 
 
 _GLOSS = re.compile(r"\(\s*(?:(?:how|what|which|who|where|when|why)\b|i\.\s?e\.|e\.\s?g\.)[^()]*\)", re.IGNORECASE)
+# A topic glossed after a comma ("distillation, i.e. compressing one model into another"), and a request after the
+# question ("Is anyone doing X? Give me a quick overview."), name no more of the field.
+_TOPIC_GLOSS = re.compile(r",\s*(?:i\.\s?e\.|that is|meaning)[^?;]*|"
+                          r"\?\s*(?:please\s+)?(?:give|show|tell)\s+me\b.*$", re.IGNORECASE)
+
+
+def unglossed(question: str) -> str:
+    """The question without a gloss of its topic or a request after it: "Is anyone doing distillation, i.e.
+    compressing one model into another? Give me a quick overview." -> "Is anyone doing distillation?"."""
+    return _TOPIC_GLOSS.sub("", question)
 
 
 def compound_parts(question: str) -> tuple[str, ...]:
@@ -679,7 +693,8 @@ def read(question: str, alone: bool = False) -> Question:
     exists_first = not exists and len(parts) > 1 and bool(_EXISTS.search(parts[0]))
     if exists and not selects:
         # Alternatives name one topic: "anything on making inference cheaper or faster?" is a field of two words.
-        topic = re.sub(r"\b[\w\-]+\s+or\s+(?=[\w\-]+)", "", _EXISTS.sub("", asked), flags=re.IGNORECASE)
+        topic = re.sub(r"\b[\w\-]+\s+or\s+(?=[\w\-]+)", "", _EXISTS.sub("", unglossed(asked)),
+                       flags=re.IGNORECASE)
         words = len([w for w in tokens(topic) if w not in _FRAME_WORDS])
         # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described
         # in the singular ("Is there work on the privacy risk of the specifications published in learnware?") is

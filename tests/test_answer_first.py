@@ -296,6 +296,35 @@ def test_a_why_answer_opens_with_the_evidence_sentence_stating_a_cause() -> None
     assert states_cause("Larger models raise statistical cost since sample complexity scales with capacity.")
 
 
+def test_a_why_answer_drops_a_model_sentence_stating_no_cause_when_the_evidence_states_one() -> None:
+    # A blind dev question: "Why are links between nodes of the same class harder to infer ...?" opened with the
+    # model's "The diagnostic correction reveals that posterior leakage remains under-measured [1]."
+    gnn = make_paper("GNN outputs can leak private graph structure to link-stealing attacks. Our diagnostic "
+                     "correction reveals that posterior leakage remains substantially under-measured. We further "
+                     "find that intra-class vulnerabilities are suppressed by geometric bottlenecks that collapse "
+                     "discriminative directions in posterior space.", "g.txt", 0)
+    blocks = [block(gnn, scores=[0.3, 0.5, 0.9])]
+    q = Q.read("Why are links between nodes of the same class harder to infer for attackers?")
+    raw = "The diagnostic correction reveals that posterior leakage remains substantially under-measured [1]."
+    sentences, checks = checked(raw, q.text, blocks)
+    assert checks[0].supported
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    assert mode == "extractive" and "geometric bottlenecks" in split_sentences(text)[0], text
+    # Without a cause anywhere in the evidence, the model's sentence still answers.
+    plain = make_paper("GNN outputs can leak private graph structure to link-stealing attacks. Our diagnostic "
+                       "correction reveals that posterior leakage remains substantially under-measured.", "p.txt", 0)
+    blocks = [block(plain, scores=[0.3, 0.9])]
+    sentences, checks = checked(raw, q.text, blocks)
+    assert compose.factoid(sentences, checks, blocks, q, raw)[1] == "generated"
+
+
+def test_what_motivates_a_paper_asks_for_the_problem_behind_it() -> None:
+    q = Q.read("What real-world problem motivates the learning from label proportions debiasing paper?")
+    assert "reason" in q.asks
+    assert "reason" in Q.read("what's the motivation for shuffling with low I/O?").asks
+    assert states_cause("Motivated by problems in online advertising, we address the task of LLP.")
+
+
 def test_the_problem_a_paper_sets_out_to_solve_answers_what_goes_wrong() -> None:
     from rag.evidence import poses_problem
 

@@ -134,3 +134,21 @@ def test_an_overview_from_the_evidence_drops_the_phrase_pointing_back_at_an_unsh
     narrow = Q.read("Which mechanism does the diet recommendation model use?")
     kept = compose.fallback([Evidence(1, Hit(DIET, 1.0), sents, (3.0,))], narrow)
     assert "To address this issue" in kept, kept
+
+
+def test_whether_anyone_works_on_a_field_asks_for_its_papers_and_a_gloss_names_no_more_of_it() -> None:
+    from rag.evidence import topic_of
+
+    # A blind dev question had been read as yes/no about one paper: "Is anyone doing distillation, i.e. ...?"
+    glossed = ("Is anyone doing distillation, i.e. compressing or transferring one or more models into another "
+               "model? Give me a quick overview.")
+    for asked in (glossed, "is anybody working on privacy?", "Is someone looking into symmetry groups?"):
+        read = Q.read(asked)
+        assert read.exists and read.kind == "summary", asked
+    assert topic_of(glossed) == "distillation"
+    # A paper described at length is one paper, not a field to list; a second question is not a request to drop.
+    described = Q.read("Is anyone working on making coding agents for private repositories cheaper than RL?")
+    assert described.exists and described.kind != "summary"
+    assert Q.unglossed("Is there a paper on privacy? What does it find?") == \
+        "Is there a paper on privacy? What does it find?"
+    assert Q.unglossed("Any privacy papers? Show me the list.") == "Any privacy papers"
