@@ -119,7 +119,10 @@ class Retrieval(Group):
                                                                  "over the question's best; 'rrf' = reciprocal rank "
                                                                  "fusion (rrf_k, bm25_weight)")
     bm25_score_weight: float = Field(0.2, ge=0.0, description="'score' fusion: weight of a paper's BM25 score, as a "
-                                                              "share of the best BM25 score for the question")
+                                                              "share (bm25_share_of) of what the question can score")
+    bm25_share_of: Literal["best", "ceiling"] = Field("ceiling", description="'score' fusion: a paper's BM25 "
+                                                      "score as a share of the most any chunk could score for the "
+                                                      "question ('ceiling'), or of its best chunk's score ('best')")
     top_k: int = Field(5, ge=1, description="papers returned per question")
     candidates: int = Field(40, description="chunks fetched from each retriever before fusion")
     rrf_k: int = Field(60, description="reciprocal rank fusion constant")

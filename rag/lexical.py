@@ -262,6 +262,21 @@ class LexicalIndex:
                 break
         return out
 
+    def ceiling(self, query: str) -> float:
+        """The most any chunk could score for the query: each query word's (and other number's) best weight in
+        any chunk, summed. A chunk scoring near it holds the question's words where they weigh most; the best
+        chunk for a question of common words scores a small share of it."""
+        if self._bm25 is None or self._postings is None:
+            return 0.0
+        model: Any = self._bm25
+        indptr, _ = self._postings
+        data = model.scores["data"]
+        total = 0.0
+        for i in model.get_tokens_ids(self._number_forms(tokens(query))):
+            if indptr[i + 1] > indptr[i]:
+                total += float(data[indptr[i]:indptr[i + 1]].max())
+        return total
+
     def _number_forms(self, q: list[str]) -> list[str]:
         """The query's words and, where the index holds it, each one's other number: "VLM" also finds "VLMs",
         "GNNs" also "GNN" (an abstract writes the plural where a user types the singular)."""

@@ -3,10 +3,13 @@
 Both retrievers rank chunks; a paper counts by its best chunk in each. Two fusions (`retrieval.fusion`):
 
 - "score" (the default): a paper's best cosine plus `bm25_score_weight` times its best BM25 score divided by the
-  question's best BM25 score, e.g. cosine 0.52 and BM25 at 60 % of the best with weight 0.2: 0.52 + 0.12 = 0.64. A
-  paper BM25 found among the dense retriever's misses counts the lowest cosine read (it is at most that close).
-  The cosine leads, so a question that describes a paper in other words still finds it; a rare name the question
-  shares with one paper lifts that paper by up to the weight.
+  most any chunk could score for the question (each query word at its best weight in any chunk, summed:
+  `LexicalIndex.ceiling`), e.g. cosine 0.52 and BM25 at 60 % of that with weight 0.2: 0.52 + 0.12 = 0.64. A paper
+  BM25 found among the dense retriever's misses counts the lowest cosine read (it is at most that close). The
+  cosine leads, so a question that describes a paper in other words still finds it; a rare name the question
+  shares with one paper lifts that paper by up to the weight, while the best match for a question of common words
+  holds a small share of them and gets a small lift (dividing by the question's best score instead,
+  `bm25_share_of = "best"`, gave that best match the whole weight however weak it was).
 - "rrf", reciprocal rank fusion: sum over retrievers of weight / (rrf_k + rank), e.g. dense #1 and BM25 #3 with
   rrf_k=60 and BM25 weight 2: 1/61 + 2/63 = 0.0481. Ranks carry no calibration, but a BM25 rank counts as much as
   a dense one however weak the words it matched, which put papers sharing common words ahead of the one a
@@ -131,6 +134,8 @@ class Retriever:
         if mode == "hybrid" and self.settings.fusion == "score":
             floor = min((c.similarity for c in dense), default=0.0)
             top_bm25 = max((score for _, _, score in lexical), default=0.0) or 1.0
+            if self.settings.bm25_share_of == "ceiling" and self.lexical is not None:
+                top_bm25 = max(self.lexical.ceiling(question), top_bm25)
             bm25_best: dict[str, float] = {}
             for _chunk_id, paper_id, score in lexical:
                 bm25_best[paper_id] = max(bm25_best.get(paper_id, 0.0), score)

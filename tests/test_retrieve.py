@@ -259,6 +259,23 @@ def test_bm25_top_k_has_bm25s_scores_and_a_fixed_tie_order() -> None:
     assert any(a[1] == b[1] for a, b in zip(ref, ref[1:]))  # the toy index does have ties to order
 
 
+def test_the_bm25_ceiling_bounds_every_chunk_and_a_rare_word_reaches_more_of_it_than_common_ones() -> None:
+    index = _toy_index()
+    for q in ("w1", "w1 w2", "burst solo", "w3 burst llm-based", "w1 w2 w3 w4 w5 w6"):
+        ceiling = index.ceiling(q)
+        scores = [s for _, _, s in index.search(q, len(index))]
+        assert scores and max(scores) <= ceiling + 1e-6, q
+        if len(tokens(q)) == 1:  # one word: its best chunk is the ceiling
+            assert max(scores) == pytest.approx(ceiling), q
+    assert index.ceiling("absent") == 0.0
+
+    def share(q: str) -> float:
+        return index.search(q, 1)[0][2] / index.ceiling(q)
+
+    # Six common words are never all in one chunk; "solo", in two papers, comes with "burst" wherever it is.
+    assert share("w1 w2 w3 w4 w5 w6") < share("burst solo")
+
+
 def test_filtered_bm25_search_keeps_the_order_of_the_full_ranking() -> None:
     index = _toy_index()
     for q in ("w1 w2", "burst w3", "llm-based", "absent"):
@@ -286,13 +303,15 @@ def test_hybrid_fusions_score_papers_from_both_retrievers_best_chunks(retriever:
         bm25: dict[str, float] = {}
         for _, pid, score in lexical.search(q, k):
             bm25[pid] = max(bm25.get(pid, 0.0), score)
-        floor, top = min(c.similarity for c in dense), max(bm25.values())
-        scored = _with(retriever, fusion="score", bm25_score_weight=0.3, candidates=k).search(q, top_k=10).hits
-        for h in scored:
-            pid = h.paper.paper_id
-            assert h.score == pytest.approx(cos.get(pid, floor) + 0.3 * bm25.get(pid, 0.0) / top), q
-            only_bm25 += pid not in cos
-        assert [h.score for h in scored] == sorted((h.score for h in scored), reverse=True)
+        floor, best = min(c.similarity for c in dense), max(bm25.values())
+        for share_of, top in (("ceiling", lexical.ceiling(q)), ("best", best)):
+            scored = _with(retriever, fusion="score", bm25_score_weight=0.3, bm25_share_of=share_of,
+                           candidates=k).search(q, top_k=10).hits
+            for h in scored:
+                pid = h.paper.paper_id
+                assert h.score == pytest.approx(cos.get(pid, floor) + 0.3 * bm25.get(pid, 0.0) / top), q
+                only_bm25 += pid not in cos
+            assert [h.score for h in scored] == sorted((h.score for h in scored), reverse=True)
         dense_rank = {p: i + 1 for i, p in enumerate(dict.fromkeys(c.paper_id for c in dense))}
         bm25_rank = {p: i + 1 for i, p in
                      enumerate(dict.fromkeys(pid for _, pid, _ in lexical.search(q, k)))}
