@@ -313,7 +313,7 @@ _ORDINAL = re.compile(r"\b(?:the )?(first|second|third|fourth|fifth|last)(?: (on
                       re.IGNORECASE)
 _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNORECASE)
 # "the few-shot one", "the database paper": an earlier paper named by what it is about (not "the second one").
-_DESCRIBED = re.compile(r"\bthe (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
+_DESCRIBED = re.compile(r"\b(?:the|that|this) (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+){0,3}? (?:one|paper)\b|"
                         r"\bthe (?:paper|work|study) (?:on|about|that|which|where) [\w\-]+(?: [\w\-]+){0,3}|"
                         r"\bthe one (?:on|about|for|with|that|which|where)(?:'s|’s)? [\w\-]+(?: [\w\-]+){0,3}",

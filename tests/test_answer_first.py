@@ -239,6 +239,10 @@ def test_question_reading() -> None:
     assert Q.read("the math optimization modeling one — base model and what does it match?").described
     assert not Q.read("What about the second one?").described
     assert Q.read("And what speed-up does it report?").wants == "number"
+    # "that ... paper" describes one too (a blind dev drill-down into a paper the listing had missed answered with
+    # the listing again); "that paper" alone points back without describing.
+    assert Q.read("that rollout long-tail paper, what speedup did they report").described
+    assert not Q.read("what speedup did that paper report?").described
 
 
 def assert_asks(kind: str, asking: tuple[str, ...], not_asking: tuple[str, ...] = ()) -> None:
@@ -985,6 +989,13 @@ def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -
     assert not Q.read("What are the two kinds of experiments?").refers_back
     assert focus("And the paper on learnware specifications, what does it study?", turns=2, first="learnware") == (
         ("privgate", "learnware"), True)
+    # After a listing, "that <description> paper" is one paper, maybe one the listing missed: not all it listed.
+    listing = [{"role": "user", "content": "Which papers use RL to train LLMs?"},
+               {"role": "assistant", "content": "- AREW [1].\n- Opt-Miner [2].", "paper_ids": ["arew", "optminer"]}]
+    got = resolve("that rollout long-tail paper, what speedup did they report", Q.read(
+        "that rollout long-tail paper, what speedup did they report"), listing, locate=lambda s: None,
+        first=lambda text: "rollout")
+    assert got.papers == ("arew", "optminer", "rollout") and got.described
 
 
 def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_them_picks_among_them() -> None:
