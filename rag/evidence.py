@@ -508,7 +508,7 @@ def topic_of(question: str) -> str:
     if described:
         return described
     # "Is there a paper on ...", "Are there any papers about ...", "Any robotics papers?": the existence frame too.
-    framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(Q.unglossed(question))))
+    framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
     topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()
     topic = _ABOUT.sub("", _REPORTS.sub("", topic))
     # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives
