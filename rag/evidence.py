@@ -161,6 +161,9 @@ _CUES: tuple[tuple[str, Callable[[str, Q.Question], bool], str], ...] = (
     ("solution", lambda s, q: proposes_work(s), "solution_boost"),
     ("prior", lambda s, q: tells_earlier_work(s), "prior_boost"),
 )
+# A problem stated: what a question asking for the fix describes.
+_TROUBLE = re.compile(r"\b(?:fail\w*|struggl\w*|suffer\w*|collaps\w*|degrad\w*|stuck|bottlenecks?|issues?|problems?|"
+                      r"challeng\w*|inefficien\w*|prohibitive)\b", re.IGNORECASE)
 # The asks `cue_bonus` answers.
 CUED = frozenset({"reason"} | {ask for ask, _, _ in _CUES})
 
@@ -168,7 +171,8 @@ CUED = frozenset({"reason"} | {ask for ask, _, _ in _CUES})
 def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool = False) -> float:
     """Inside the evidence paper: `knobs.reason_boost` for a sentence stating a cause when the question asks for one
     ("Why ...?", "what drives ...?"), half of it for one stating the problem the next sentence sets out to solve
-    (`poses`, see `poses_problem`: a weaker cue than a cause stated), `knobs.choice_boost` for one naming an
+    (`poses`, see `poses_problem`: a weaker cue than a cause stated; minus `solution_boost` when a fix is asked for
+    instead), `knobs.choice_boost` for one naming an
     alternative of an either/or question, and for each of `_CUES` its knob: `comparison_boost` for a sentence
     comparing the work with others when the question asks which methods the paper beats, `finding_boost` for one
     reporting a finding when it asks what a study found, `overview_boost` for one naming the paper's own method when
@@ -183,6 +187,12 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
         bonus += knobs.reason_boost
     elif "reason" in asks and poses:
         bonus += knobs.reason_boost / 2
+    if "solution" in asks and "reason" not in asks and (poses or (_TROUBLE.search(sentence)
+                                                                  and not proposes_work(sentence))):
+        # "what's the fix for agents that stop gathering information?" describes the problem: the sentence stating
+        # it ("agents fail both to elicit informative feedback ...") holds the question's words, the one proposing
+        # the paper's work ("To mitigate this issue, we propose AREW") the fix.
+        bonus -= knobs.solution_boost
     for ask, answers, knob in _CUES:
         if ask in asks and answers(sentence, question):
             bonus += getattr(knobs, knob)
@@ -342,7 +352,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
             sents = [(s, x - _AVAILABILITY_PENALTY if states_availability(s) else x) for s, x in sents]
         if question.asks & CUED or question.choices:
             # Inside the paper only: a "due to" somewhere in another abstract does not make it the one asked about.
-            problem = poses_problem(sents) if "reason" in question.asks else set()
+            problem = poses_problem(sents) if question.asks & {"reason", "solution"} else set()
             sents = [(s, x + cue_bonus(question, s, scorer.knobs, i in problem)) for i, (s, x) in enumerate(sents)]
         if question.wants == "number" and question.unit_heads and scorer.knobs.counted_unit_boost:
             # "How many synthetic trajectories ...?" is answered where a number and the trajectories are both said

@@ -84,7 +84,10 @@ WANTS_SOLUTION = re.compile(
     r"(?:fix|fixes|solution|remedy|cure)\b(?!\s+(?:called|named))|"
     # "whats their approach" at the end of a question describing the paper
     r"\bwhat(?:'s|’s|s| is| was| are)\s+(?:the|their|its)\s+(?:main\s+)?(?:approach|idea|strategy|trick)\s*[?.!]?\s*$|"
-    r"^\s*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:can|could|should|would|might|to|do (?:you|we|people|they))\b",
+    r"^\s*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:can|could|should|would|might|to|do (?:you|we|people|they))\b|"
+    # "How does AREW mitigate the failure of RL-trained agents to ...?": the means against a problem described
+    r"\bhow (?:does|do|did) (?:[\w\-]+\s+){1,4}?(?:mitigate|address|fix|solve|overcome|tackle|counter|alleviate|"
+    r"remedy|get around|deal with)\b",
     re.IGNORECASE)
 # The paper's own method as the subject asked about: "the proposed credit-reallocation fix", "their new method".
 _PROPOSED = re.compile(r"\b(?:the|their|its|this)\s+(?:proposed|new)\s+(?:[\w\-]+\s+){0,2}?(?:fix|remedy|solution|"

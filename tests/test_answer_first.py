@@ -322,6 +322,30 @@ def test_a_why_answer_drops_a_model_sentence_stating_no_cause_when_the_evidence_
     assert compose.factoid(sentences, checks, blocks, q, raw)[1] == "generated"
 
 
+def test_a_fix_asked_for_is_the_sentence_proposing_the_work_not_the_one_stating_the_problem() -> None:
+    # Two dev questions ("what's the fix for LLM agents that stop gathering useful information ...?", "How does AREW
+    # mitigate the failure of RL-trained agents to ...?") opened with the sentence stating the failure they describe.
+    arew = make_paper("RL has become a paradigm for building LLM agents. However, we find that outcome-based RL can "
+                      "induce a failure mode: agents fail both to elicit informative feedback and to internalize "
+                      "obtained evidence. This coupling weakens the learning signal. To mitigate this issue, we "
+                      "propose AREW, a method that uses directional critiques to reallocate credit.", "a.txt", 0)
+    for asked in ("what's the fix for LLM agents that fail to elicit informative feedback after outcome-based RL?",
+                  "How does AREW mitigate the failure of agents to elicit informative feedback?"):
+        q = Q.read(asked)
+        assert "solution" in q.asks, asked
+        sentences = paper_evidence(arew, q, per_paper=4, opening_sentence_penalty=0.0)
+        ranked = select_evidence(q, HashEmbedder().embed([q.scored])[0], [Hit(arew, 0.9)],
+                                 SentenceScorer(HashEmbedder(), Answering(opening_sentence_penalty=0.0)), 1, 4, 1.0)[0]
+        best = max(range(len(ranked.sentences)), key=lambda i: ranked.sentence_scores[i])
+        assert ranked.sentences[best].startswith("To mitigate this issue"), (asked, sentences)
+        # Without the cue the sentence holding the question's own words wins: the test measures the rule.
+        plain = select_evidence(q, HashEmbedder().embed([q.scored])[0], [Hit(arew, 0.9)],
+                                SentenceScorer(HashEmbedder(), Answering(opening_sentence_penalty=0.0,
+                                                                         solution_boost=0.0)), 1, 4, 1.0)[0]
+        top = max(range(len(plain.sentences)), key=lambda i: plain.sentence_scores[i])
+        assert not plain.sentences[top].startswith("To mitigate this issue"), asked
+
+
 def test_what_motivates_a_paper_asks_for_the_problem_behind_it() -> None:
     q = Q.read("What real-world problem motivates the learning from label proportions debiasing paper?")
     assert "reason" in q.asks
@@ -1715,7 +1739,8 @@ def test_the_way_a_problem_is_solved_is_answered_by_the_sentence_presenting_the_
                   "paper on RL rollout being slow bc of long-tail response lengths, whats their approach"):
         q = Q.read(asked)
         assert "solution" in q.asks, asked
-        assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, problem, knobs) == 0.0, asked
+        # the problem the question describes is not its answer (stop 48: it had still outranked the fix)
+        assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, problem, knobs) == -2.0, asked
     for other in ("How does SERA work?", "what's their fix called?", "How much does it cost?",
                   "What is the approach used to shuffle data?", "How does TFMixer compare with the baselines?",
                   "how does the running time scale with the number of hypotheses?", "How did it perform on ImageNet?"):
@@ -1953,7 +1978,7 @@ def test_the_papers_own_method_asked_about_is_answered_by_the_sentence_proposing
     found = ("However, in active reasoning, we find that outcome-based RL can induce a systematic failure mode which "
              "we call information self-locking (SeL).")
     fix = "To mitigate this issue, we propose AREW, which uses easy-to-obtain directional critiques."
-    assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, found, knobs) == 0.0
+    assert cue_bonus(q, fix, knobs) == 2.0 and cue_bonus(q, found, knobs) == -2.0
     # a narrower ask keeps its own cue
     assert Q.read("How much does the proposed method improve accuracy?").asks == {"number"}
 
