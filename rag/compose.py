@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from .config import Answering
-from .evidence import noun_kin, reports_finding, states_cause
+from .evidence import answers_why, noun_kin, reports_finding
 from .orders import addressed
 from .question import Question, compound_parts
 from .question import read as read_question
@@ -208,8 +208,8 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
     # "Why does mixing hard and soft labels work better?" by a sentence stating a cause ("Instead, it comes from
     # reduced exposure bias"), however well another restates the finding asked about.
     if "reason" in intent.asks:
-        mine = [m for m in mine if states_cause(m[2]) or knobs.continuation_weight and
-                states_cause(continuation(blocks, m[1], m[2]))] or mine
+        mine = [m for m in mine if answers_why(intent, m[2]) or knobs.continuation_weight and
+                answers_why(intent, continuation(blocks, m[1], m[2]))] or mine
     mine = [mine[j] for j in not_the_problem(intent, [m[2] for m in mine])]
     mine = [mine[j] for j in earlier_work_first(intent, [m[2] for m in mine])]
     model_numbers = set(numbers_in(raw))
@@ -582,10 +582,10 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     if knobs.model_names_noun:
         holding = [i for i in holding
                    if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
-    if "reason" in intent.asks and any(states_cause(s) for b in blocks for s in b.sentences):
+    if "reason" in intent.asks and any(answers_why(intent, s) for b in blocks for s in b.sentences):
         # "Why are intra-class links harder to infer?": a model sentence stating no cause ("The diagnostic
         # correction reveals that leakage is under-measured") does not answer when the evidence states one.
-        holding = [i for i in holding if states_cause(kept[i][0])]
+        holding = [i for i in holding if answers_why(intent, kept[i][0])]
     if "finding" in intent.asks:
         # "What is the headline result of SIVS?": the model's "The headline result of SIVS is that it provides a
         # geometric criterion ..." restates a sentence of method, not of result.

@@ -150,6 +150,22 @@ def states_cause(sentence: str) -> bool:
     return any(not _DENIED.search(sentence[max(0, m.start() - 20):m.start()]) for m in _CAUSE.finditer(sentence))
 
 
+# "Why does UHM use a winsorized horizon distribution?" asks why a design was chosen, which an abstract answers with
+# its purpose ("employs a winsorized horizon distribution to stabilize training").
+_WHY_CHOSEN = re.compile(r"\bwhy (?:does|do|did|would|is|are|was|were)\b[^?]*?\b(?:use|uses|used|using|employ\w*|"
+                         r"adopt\w*|introduc\w*|add|adds|apply|applies|rel(?:y|ies) on|need|needs|choose|chooses|"
+                         r"include|includes|impos\w*|enforc\w*|incorporat\w*)\b", re.IGNORECASE)
+_PURPOSE = re.compile(r"\b(?:in order |so as )?to (?:stabiliz|mitigat|prevent|avoid|alleviat|counter|compensat|reduc|"
+                      r"improv|ensur|enabl|handl|address|overcom|captur|preserv|control|limit|bound|remov|correct)\w*",
+                      re.IGNORECASE)
+
+
+def answers_why(question: Q.Question, sentence: str) -> bool:
+    """Does the sentence state what a why-question asks: a cause (`states_cause`), or the purpose of a design the
+    question asks the reason for ("to stabilize training" for "Why does UHM use a winsorized horizon ...?")?"""
+    return states_cause(sentence) or bool(_WHY_CHOSEN.search(question.text) and _PURPOSE.search(sentence))
+
+
 # What a question asks -> the sentence that answers it and the knob it gains, inside the evidence paper. (A cause has
 # its own rule in `cue_bonus`: half the boost for the problem the next sentence sets out to solve.)
 _CUES: tuple[tuple[str, Callable[[str, Q.Question], bool], str], ...] = (
@@ -183,7 +199,7 @@ def cue_bonus(question: Q.Question, sentence: str, knobs: Answering, poses: bool
     bonus = 0.0
     if question.choices and chosen(question.choices, sentence):
         bonus += knobs.choice_boost
-    if "reason" in asks and states_cause(sentence):
+    if "reason" in asks and answers_why(question, sentence):
         bonus += knobs.reason_boost
     elif "reason" in asks and poses:
         bonus += knobs.reason_boost / 2

@@ -346,6 +346,23 @@ def test_a_fix_asked_for_is_the_sentence_proposing_the_work_not_the_one_stating_
         assert not plain.sentences[top].startswith("To mitigate this issue"), asked
 
 
+def test_why_a_design_was_chosen_is_answered_by_the_purpose_it_serves() -> None:
+    from rag.evidence import answers_why
+
+    # A dev question ("why does UHM use a winsorized horizon distribution?") opened with an unrelated "due to".
+    uhm = make_paper("Model-based RL predicts future states. However, it often suffers from compounding errors due "
+                     "to repeated model inference on self-generated states. We propose a value learning method that "
+                     "employs a winsorized horizon distribution to stabilize training by capping large horizons.",
+                     "u.txt", 0)
+    q = Q.read("why does UHM use a winsorized horizon distribution?")
+    out = compose.fallback([block(uhm, scores=[0.2, 0.5, 0.6])], q)
+    assert "to stabilize training" in split_sentences(out)[0], out
+    purpose = "It employs a winsorized horizon distribution to stabilize training."
+    assert answers_why(q, purpose) and not states_cause(purpose)
+    # A purpose answers only why a design was chosen, not why something happens.
+    assert not answers_why(Q.read("Why do agents get stuck under outcome-based RL?"), purpose)
+
+
 def test_what_motivates_a_paper_asks_for_the_problem_behind_it() -> None:
     q = Q.read("What real-world problem motivates the learning from label proportions debiasing paper?")
     assert "reason" in q.asks
