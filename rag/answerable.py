@@ -3,8 +3,8 @@
 
 The gate abstains when the question names something no abstract contains ("GSM8K"), when nothing was found, or when
 no chunk is close enough to the question (`retrieval.min_similarity`), unless a rare word of the question is in the
-top paper ("What does SOLAR stand for?" is short and far from every chunk, yet only one paper says SOLAR) or the
-question points back at papers already cited ("and its gains?").
+paper BM25 ranks first ("What does SOLAR stand for?" is short and far from every chunk, yet only one paper says
+SOLAR) or the question points back at papers already cited ("and its gains?").
 
 Retrieval also finds the paper a near-miss question is about ("How many milliseconds of latency does PrivGate
 add?" finds PrivGate), so a similarity threshold cannot tell it from an answerable one. What gives it away is that
@@ -53,7 +53,9 @@ def gate(question: Question, hits: Sequence[Hit], min_similarity: float) -> str 
     if not hits:
         return "no paper matches the question"
     close = max(h.best_similarity for h in hits) >= min_similarity
-    if not close and not question.pinned and not question.distinctive(_words(hits[0].paper)) \
+    # The paper holding the question's words best is BM25's first, wherever the fusion put it among the hits.
+    worded = next((h for h in hits if h.bm25_rank == 1), hits[0])
+    if not close and not question.pinned and not question.distinctive(_words(worded.paper)) \
             and not _topic_found(question, hits):
         return "no abstract is close enough to the question"
     return None

@@ -179,6 +179,24 @@ def test_a_listing_whose_topic_a_retrieved_paper_holds_is_not_abstained_on() -> 
     assert gate(read("How much does it improve efficiency?"), hits, 0.3) is not None
 
 
+def test_a_rare_word_of_the_question_counts_in_the_paper_bm25_ranks_first_wherever_fusion_put_it() -> None:
+    from dataclasses import replace
+
+    from rag.answerable import gate
+    from rag.records import Hit
+
+    # A dev listing ("Which papers show a small model matching much larger ones?") abstained once score fusion no
+    # longer put BM25's first paper first: the gate had read the rare words in whichever paper came first.
+    solar = make_paper("We produce SOLAR, a retrieval framework.", "s.txt", 0)
+    other = make_paper("We study diffusion models for generation.", "d.txt", 0)
+    q = replace(read("What does SOLAR stand for?"), rare=("solar",))
+    dense_first = [Hit(other, 0.3, best_similarity=0.2, dense_rank=1, bm25_rank=2),
+                   Hit(solar, 0.29, best_similarity=0.1, dense_rank=2, bm25_rank=1)]
+    assert gate(q, dense_first, 0.3) is None
+    no_bm25 = [Hit(other, 0.3, best_similarity=0.2, dense_rank=1), Hit(solar, 0.29, best_similarity=0.1)]
+    assert gate(q, no_bm25, 0.3) == "no abstract is close enough to the question"
+
+
 def test_a_question_glossed_in_parentheses_is_not_a_quantity_question() -> None:
     """"What kind of randomness guarantee (how many items are jointly random) do its orderings provably get?" was read
     as asking a number of items, and abstained since no abstract counts items; the gloss explains the question, the
