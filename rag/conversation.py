@@ -152,7 +152,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
     if intent.selects:  # "Which of them ...?": one of those, never a paper the question alone would retrieve
         return Focus(question, tuple(cited), described=True)
-    if intent.compares and not together and Q.names_another(question):
+    if intent.compares and not together and Q.names_another(question, one_cited=len(cited) == 1):
         # "How does it differ from NAEViT?", "Compare it with the learnware paper.": the paper pointed at and the one
         # the question names, side by side (two pinned papers not told apart are a summary of both).
         base = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))

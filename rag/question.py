@@ -605,11 +605,18 @@ def named_words(question: str) -> set[str]:
     return {t for t in tokens(question) if t not in _ASPECTS}
 
 
-def names_another(question: str) -> bool:
+_SEVERAL_POINTERS = frozenset("they them their theirs these those both".split())
+
+
+def names_another(question: str, one_cited: bool = False) -> bool:
     """Does a comparison name something besides what it points back at? "How does it differ from NAEViT?" -> True;
-    "How do they differ?", "Compare them." -> False (the papers already cited are the ones compared)."""
+    "How do they differ?", "Compare them." -> False (the papers already cited are the ones compared). After an
+    answer citing one paper, "they" is that paper's authors, not several papers: "how does that compare with the
+    GNN link-stealing paper, how much do they improve over generic attacks?" names another (`one_cited`)."""
     if points_at_several(question):
-        return False
+        if not one_cited:
+            return False
+        return bool(named_words(_COMPARES.sub(" ", question)) - _SEVERAL_POINTERS)
     return bool(named_words(_COMPARES.sub(" ", question)))
 
 

@@ -1003,6 +1003,22 @@ def test_an_expansion_the_evidence_defines_is_the_answer_itself() -> None:
     assert unknown.acronym == "XYZ" and "stands for" not in compose.fallback(blocks, unknown)
 
 
+def test_a_comparison_with_a_paper_described_after_one_answer_sets_both_side_by_side_though_it_says_they() -> None:
+    """Blind dev conversations: "how does that compare with the GNN link-stealing paper, how much do they improve
+    over generic attacks?" after an answer on one paper had answered from the GNN paper alone: "they" read as
+    several papers meant nothing else was named. After one paper cited, "they" is its authors."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "What metric does the persistent backdoor attack report?"},
+               {"role": "assistant", "content": "Attack success rate [1].", "paper_ids": ["pbto"]}]
+    asked = "how does that compare with the GNN link-stealing paper, how much do they improve over generic attacks?"
+    assert not Q.names_another(asked) and Q.names_another(asked, one_cited=True)
+    got = resolve(asked, Q.read(asked), history, locate=lambda s: None, first=lambda text: "gnn")
+    assert got.papers == ("pbto", "gnn") and got.side_by_side
+    # After a listing, "they" still points at the papers listed: "How do they differ?" names nothing else.
+    assert not Q.names_another("How do they differ?", one_cited=True)
+
+
 def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -> None:
     """"How do the two differ?" after two answers on one paper each takes both papers, reaching past the last
     answer; "And the paper on learnware specifications, what does it study?" describes a paper the last answer did not
