@@ -116,7 +116,8 @@ class Retrieval(Group):
                                                                            "or 'bm25'")
     fusion: Literal["score", "rrf"] = Field("score", description="how hybrid fuses: 'score' = a paper's best cosine "
                                                                  "plus bm25_score_weight times its best BM25 score "
-                                                                 "over the question's best; 'rrf' = reciprocal rank "
+                                                                 "as a share of what the question can score "
+                                                                 "(bm25_share_of); 'rrf' = reciprocal rank "
                                                                  "fusion (rrf_k, bm25_weight)")
     bm25_score_weight: float = Field(0.2, ge=0.0, description="'score' fusion: weight of a paper's BM25 score, as a "
                                                               "share (bm25_share_of) of what the question can score")
