@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from .config import Answering
-from .evidence import answers_why, noun_kin, reports_finding
+from .evidence import answers_why, noun_kin, poses_problem, reports_finding
 from .orders import addressed
 from .question import Question, compound_parts
 from .question import read as read_question
@@ -35,6 +35,7 @@ from .text import (
     has_quantity,
     names_model,
     names_work,
+    proposes_work,
     speaks_of_itself,
     speaks_of_others,
     split_sentences,
@@ -210,6 +211,9 @@ def best_sentence(blocks: list[Evidence], intent: Question, raw: str = "",
     if "reason" in intent.asks:
         mine = [m for m in mine if answers_why(intent, m[2]) or knobs.continuation_weight and
                 answers_why(intent, continuation(blocks, m[1], m[2]))] or mine
+    # Asked for a fix, the sentence stating the trouble does not answer, however many of the question's words it has.
+    if "solution" in intent.asks and "reason" not in intent.asks:
+        mine = [m for m in mine if not restates_trouble(m[2], (m[1],), blocks)] or mine
     mine = [mine[j] for j in not_the_problem(intent, [m[2] for m in mine])]
     mine = [mine[j] for j in earlier_work_first(intent, [m[2] for m in mine])]
     model_numbers = set(numbers_in(raw))
@@ -505,6 +509,33 @@ def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence])
                 if _share(words, s) >= 0.5), default=float("-inf"))
 
 
+_THIS = re.compile(r"^\W*(?:this|these|such)\b", re.IGNORECASE)
+
+
+def restates_trouble(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
+    """Does the sentence restate (half its words) a cited abstract's sentence stating the trouble the paper takes
+    on rather than its fix: a problem (`states_problem`), earlier work (`speaks_of_others`), what the next sentence
+    sets out to solve (`poses_problem`) or calls a problem?"""
+    words = _words(sentence)
+    for b in blocks:
+        if b.n not in cites:
+            continue
+        paper = split_sentences(b.hit.paper.abstract)
+        shares = [_share(words, x) for x in paper]
+        if not shares or max(shares) < 0.5:
+            continue
+        i = shares.index(max(shares))
+        source = paper[i]
+        # (or one the next sentence calls a problem: "... relies on an implicit assumption ..." then "This exposes
+        # a critical research gap")
+        follows = paper[i + 1] if i + 1 < len(paper) else ""
+        if not proposes_work(source) and (states_problem(source) or speaks_of_others(source)
+                                          or i in poses_problem([(x, 0.0) for x in paper])
+                                          or (_THIS.match(follows) is not None and states_problem(follows))):
+            return True
+    return False
+
+
 def restates_opening(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], cover: float = 0.0) -> bool:
     """Is the sentence the opening sentence of a cited abstract said again (the paper sentence holding most of its
     words, at least half, is the first, and the sentence holds at least `cover` of that one's words)? An abstract
@@ -586,6 +617,11 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         # "Why are intra-class links harder to infer?": a model sentence stating no cause ("The diagnostic
         # correction reveals that leakage is under-measured") does not answer when the evidence states one.
         holding = [i for i in holding if answers_why(intent, kept[i][0])]
+    if "solution" in intent.asks and "reason" not in intent.asks and any(
+            proposes_work(s) for b in blocks for s in b.sentences):
+        # "How can a backdoor keep working while the model learns new classes?": the model's "The paper reveals that
+        # the most advanced existing attack relies on an implicit assumption ..." restates the trouble, not the fix.
+        holding = [i for i in holding if not restates_trouble(kept[i][0], kept[i][1].cites, blocks)]
     if "finding" in intent.asks:
         # "What is the headline result of SIVS?": the model's "The headline result of SIVS is that it provides a
         # geometric criterion ..." restates a sentence of method, not of result.

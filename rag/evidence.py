@@ -88,8 +88,10 @@ _COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baseli
                        r"state[- ]of[- ]the[- ]art)\b", re.IGNORECASE)
 
 
-# A sentence answering the one before it as a problem: "To address this issue, we propose ...", "To mitigate this,".
-_ADDRESSES = re.compile(r"^\W*to (?:address|mitigate|overcome|tackle|solve|remedy|alleviate|fix|resolve|close) "
+# A sentence answering the one before it as a problem: "To address this issue, we propose ...", "To mitigate this,",
+# "Motivated by these findings, we propose ...".
+_ADDRESSES = re.compile(r"^\W*(?:to (?:address|mitigate|overcome|tackle|solve|remedy|alleviate|fix|resolve|close)|"
+                        r"motivated by|building on|in light of) "
                         r"(?:this|these|that|those|both|the (?:above|aforementioned))\b", re.IGNORECASE)
 
 
@@ -391,7 +393,10 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
                 "overview" in question.asks and speaks_of_itself(sents[0][0])):
             # An abstract's first sentence is its field's background, seldom what a question about the paper asks
             # (but where an acronym is usually spelt out, and where "We study ..." says what the paper is about).
-            sents = [(sents[0][0], sents[0][1] - scorer.knobs.opening_sentence_penalty)] + sents[1:]
+            # Asked how the paper's method does something, the background is never the means: twice the penalty.
+            twice = "mechanism" in question.asks and not speaks_of_itself(sents[0][0])
+            sents = [(sents[0][0], sents[0][1] - scorer.knobs.opening_sentence_penalty * (2 if twice else 1))] + \
+                sents[1:]
         sents = continued(sents, scorer.knobs.continuation_weight)
         order = sorted(_evidence(sents, scorer.knobs), key=lambda i: -sents[i][1])[:per_paper]
         order.sort()

@@ -13,7 +13,9 @@ of matching the question's text again each on their own.
   (what a term means: "so what is grokking exactly?"), "evaluation" (where it was evaluated: "What benchmark were X
   evaluated on?"), "comparison" (what is asked is which methods it beats: "which baselines does X outperform?"),
   "count" (a listing's length: "How many papers are about RL?"), "prior" (what earlier work or the usual practice
-  does: "what did people usually do before ...?"), or "" when nothing narrower is asked; `asks` holds every one of
+  does: "what did people usually do before ...?"), "mechanism" (how the paper's method does something: "How does the
+  few-shot method figure out which samples are noisy?", not how well it does), "solution" (the fix for a problem
+  described: "what's the fix for ...?", "how can ...?"), or "" when nothing narrower is asked; `asks` holds every one of
   those the question matches (read without a gloss in parentheses), `wants` the first; exists: it asks whether a
   paper on something exists ("Is there a paper on ...?", "Do any of the papers ...?"), exists_first: that, then
   something of the paper ("..., and what accuracy did it report?"); `compound_parts` splits a question joined to
@@ -89,6 +91,11 @@ WANTS_SOLUTION = re.compile(
     r"\bhow (?:does|do|did) (?:[\w\-]+\s+){1,4}?(?:mitigate|address|fix|solve|overcome|tackle|counter|alleviate|"
     r"remedy|get around|deal with)\b",
     re.IGNORECASE)
+# How the paper's method does what the question names: "How does the few-shot method for noisy support sets figure
+# out which samples are noisy?" (not how well it does: "how does it compare / perform / scale?").
+WANTS_MECHANISM = re.compile(r"^\W*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:does|do|did)\b", re.IGNORECASE)
+_HOW_WELL = re.compile(r"\b(?:compare[sd]?|perform\w*|fare[sd]?|differ\w*|relate[sd]?|stack up|scale[sd]?|hold up|"
+                       r"generaliz\w*|generalis\w*)\b", re.IGNORECASE)
 # The paper's own method as the subject asked about: "the proposed credit-reallocation fix", "their new method".
 _PROPOSED = re.compile(r"\b(?:the|their|its|this)\s+(?:proposed|new)\s+(?:[\w\-]+\s+){0,2}?(?:fix|remedy|solution|"
                        r"method|approach|technique|framework|algorithm)\b", re.IGNORECASE)
@@ -752,6 +759,8 @@ def read(question: str, alone: bool = False) -> Question:
     if WANTS_COMPARISON.search(ask or question) and "reason" not in asks:
         # "Why does mixing labels beat soft labels alone?" asks for the cause, not for which methods are beaten.
         asks.append("comparison")
+    if WANTS_MECHANISM.search(main) and not _HOW_WELL.search(main) and not {"solution", "reason"} & set(asks):
+        asks.append("mechanism")
     named = _ACRONYM.search(ask or question) if "expansion" in asks else None
     phrase = "a duration (hours, days or minutes)" if duration else "participants" if study else \
         quantity.group(1).strip() if quantity else ""

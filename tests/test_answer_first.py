@@ -2047,3 +2047,59 @@ def test_a_topic_named_before_the_listing_asked_of_it_is_the_listings_topic() ->
     assert resolve(asked, q, history, locate=lambda s: None).papers == ()
     # without a topic named before it, "it" still points back
     assert Q.read("which papers use it?").refers_back
+
+
+def test_how_a_method_works_is_not_answered_by_the_fields_background() -> None:
+    # A dev question ("How does the few-shot learning method for noisy support sets figure out which support samples
+    # are noisy?") opened with the abstract's first sentence, which holds every word of the description.
+    fsl = make_paper("In real-world few-shot learning, support sets are quickly constructed and inevitably contain "
+                     "noisy samples. We find that clean samples lie in low-rank subspaces. To address this, we "
+                     "propose a low-rank approximation that estimates the intrinsic rank and detects noisy samples.",
+                     "f.txt", 0)
+    q = Q.read("How does the few-shot learning method for noisy support sets figure out which samples are noisy?")
+    assert "mechanism" in q.asks
+    plain = Q.read("What does the few-shot learning method for noisy support sets figure out about samples?")
+    assert "mechanism" not in plain.asks
+    one = Answering().opening_sentence_penalty
+    on = paper_evidence_block(fsl, q, per_paper=3)
+    off = paper_evidence_block(fsl, plain, per_paper=3)
+    # Twice the opening penalty for the background sentence, against the plain question's once.
+    scores = {s: x for s, x in zip(off.sentences, off.sentence_scores)}
+    unpenalised = paper_evidence_block(fsl, q, per_paper=3, opening_sentence_penalty=0.0)
+    assert on.sentence_scores[0] == unpenalised.sentence_scores[0] - 2 * one
+    assert scores[off.sentences[0]] == paper_evidence_block(fsl, plain, per_paper=3, opening_sentence_penalty=0.0) \
+        .sentence_scores[0] - one
+    # How well it does, or how it compares, is not how it works; nor is an opening that speaks of the paper.
+    for asked in ("How does the few-shot method compare with prototypical networks?",
+                  "How does the method perform under 40% noise?", "How much noise does the method tolerate?"):
+        assert "mechanism" not in Q.read(asked).asks, asked
+    ours = make_paper("We propose a low-rank method for noisy few-shot support sets. It detects noisy samples by "
+                      "their rank anomalies.", "o.txt", 0)
+    assert paper_evidence_block(ours, q, per_paper=2).sentence_scores[0] == \
+        paper_evidence_block(ours, q, per_paper=2, opening_sentence_penalty=0.0).sentence_scores[0] - one
+
+
+def test_a_fix_asked_for_is_not_answered_by_a_model_sentence_restating_the_trouble() -> None:
+    # A dev question ("how can a hidden trigger attack keep working while a model keeps learning new classes?")
+    # opened with the model's restatement of the finding about earlier attacks, which the next sentence calls a gap.
+    pbto = make_paper("Continual learning involves continual parameter updates. In this paper, we reveal that the most "
+                      "advanced existing attack relies on an implicit assumption that task-critical neurons remain "
+                      "stable across tasks. This exposes a critical research gap: backdoor persistence remains an "
+                      "open question. Motivated by these findings, we propose PBTO, a persistent backdoor attack "
+                      "that optimizes a universal trigger.", "b.txt", 0)
+    blocks = [block(pbto, scores=[0.1, 0.9, 0.2, 0.8, 0.1][:len(split_sentences(pbto.abstract))])]
+    q = Q.read("how can a hidden trigger attack keep working while a model keeps learning new classes over time?")
+    assert "solution" in q.asks
+    raw = ("The paper reveals that the most advanced existing attack relies on an implicit assumption that "
+           "task-critical neurons remain stable across tasks [1]. Motivated by these findings, we propose PBTO, a "
+           "persistent backdoor attack that optimizes a universal trigger [1].")
+    sentences, checks = checked(raw, q.text, blocks)
+    assert all(c.supported for c in checks)
+    assert compose.restates_trouble(sentences[0], (1,), blocks) and not compose.restates_trouble(sentences[1], (1,),
+                                                                                                 blocks)
+    text, _, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    assert text.startswith("Motivated by these findings, we propose PBTO"), text
+    # Asked what the paper found instead, the same model answer keeps its order.
+    found = Q.read("what did the paper reveal about the most advanced existing attack on continual learners?")
+    text, _, _ = compose.factoid(*checked(raw, found.text, blocks), blocks, found, raw)
+    assert text.startswith("The paper reveals"), text
