@@ -8,11 +8,12 @@ SOLAR) or the question points back at papers already cited ("and its gains?").
 
 Retrieval also finds the paper a near-miss question is about ("How many milliseconds of latency does PrivGate
 add?" finds PrivGate), so a similarity threshold cannot tell it from an answerable one. What gives it away is that
-the thing asked for is not in the paper at all. Four checks, all about the evidence papers, never the whole corpus:
+the thing asked for is not in the paper at all. Five checks, all about the evidence papers, never the whole corpus:
 
 - a quantity question names its unit ("how many GPUs", "how much wall-clock speedup"): when none of the unit's
   words occurs in any evidence paper, no number there can be the answer;
 - a question about who wrote a paper (authors, affiliations) when the records carry no author list;
+- a percentage asked for ("By what percentage ...?") when no evidence paper gives any;
 - a question whether code, data or weights are available ("Is the code available?") when no evidence paper links
   any or says so: "yes" or "no" would be a guess;
 - a question for a paper's own limitations ("What are the limitations of SERA?") when no evidence paper admits any
@@ -110,6 +111,11 @@ def _admits_limit(question: Question, paper: Paper) -> bool:
             return True
     return False
 
+# A percentage asked for ("By what percentage does X cut inference cost?"), and one given ("62.6%", "31 percent").
+_PERCENTAGE_ASKED = re.compile(r"\b(?:what|which|how (?:many|much|big|large|high) (?:a )?)\s*(?:percentage|percent)\b",
+                               re.IGNORECASE)
+_PERCENTAGE_GIVEN = re.compile(r"\d\s?(?:\\?%|percent\b|per cent\b)", re.IGNORECASE)
+
 
 def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | None:
     """Why these papers cannot answer the question, or None when they may.
@@ -130,6 +136,9 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
         # "What learning rate was used to train UHM?": abstracts rarely give a training detail; when none found
         # writes it, no sentence there answers.
         return f"the abstracts found never mention {detail.group(0).lower()}"
+    if _PERCENTAGE_ASKED.search(question.text) and not any(_PERCENTAGE_GIVEN.search(p.abstract) for p in papers):
+        # "... cut inference cost?" of "... often reducing inference cost" across "23 tasks": no percentage to give.
+        return "the abstracts found never give a percentage"
     if question.unit:
         words = {w for p in papers for w in tokens(p.title + " " + p.abstract)}
         if not any(_mentions(t, words) for t in question.unit):

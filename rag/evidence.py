@@ -67,10 +67,11 @@ def answer_type_boost(asks: frozenset[str], sentence: str, weight: float) -> flo
 
 # Where an abstract states a cause or a difficulty: "primarily due to insufficient object priors", "it comes from
 # reduced exposure bias", "hindered by inter-individual heterogeneity", "a bidirectional bottleneck that leads to SeL",
-# "require access to model gradients, limiting their applicability" (not "with limited data", a setting).
+# "require access to model gradients, limiting their applicability", "privacy is fundamentally a worst-case property"
+# (not "with limited data", a setting).
 _CAUSE = re.compile(r"\b(?:because|since|due to|owing to|driven by|drives|drivers?|caused by|attributed to|"
                     r"explained by|motivated by|(?:comes?|stems?|arises?|results?) from|hinder(?:s|ed)?|"
-                    r"suffers? from|bottlenecks?|"
+                    r"suffers? from|bottlenecks?|(?:is|are) (?:fundamentally|inherently|intrinsically)|"
                     r"lies in|(?:leads?|led|leading) to|gives? rise to|(?:ensures?|implies|guarantees?|means) that|"
                     # a difficulty
                     r"limiting|limited by|lacks?|lacking|fail(?:s|ed)? to|struggles?|prohibitive|costly)\b",

@@ -374,7 +374,7 @@ _DURATION_UNITS = ("hours", "days", "minutes", "wall-clock", "runtime", "gpu-hou
 # Words that say "more/less of something" rather than naming the unit.
 _NOT_UNIT = frozenset("times fold more less fewer larger smaller higher lower faster slower extra additional overall "
                       "total absolute relative average better worse quick small large fast slow big little cheaper "
-                      "costlier quicker".split())
+                      "costlier quicker percent percentage".split())  # a percentage is written "62.6%"
 # The clause that only describes which paper is meant, before or after what is asked: "In the work on RL that ...,
 # what estimator is proposed?", "According to the X paper, ...", "What does GHM stand for in the offline RL paper?".
 _WH = r"(?:what|which|how|who|where|when|why|does|do|did|is|are|was|were|can|could|has|have)"

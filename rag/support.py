@@ -93,6 +93,9 @@ def _free(number: str) -> re.Pattern[str]:
                       + r"(?!\.?\d)(?!-(?!(?:" + COUNTED_UNITS + r")\b)[A-Za-z])")
 
 
+_PERCENT = re.compile(r"\s?(?:%|percent\b|per cent\b)", re.IGNORECASE)
+
+
 def numbers_stated(sentence: str, text: str) -> bool:
     """Every number of `sentence` occurs in `text` the way the sentence uses it: a quantity ("is 2", "by 7.08
     points") only as a quantity, so "The sample complexity of RHI is 2" is not stated by "O(SAH^2 ε^(2+o(1)))";
@@ -101,6 +104,9 @@ def numbers_stated(sentence: str, text: str) -> bool:
     for m in NUMBER.finditer(said):
         free = _free(m.group())
         if not (free.search(form) if free.match(said, m.start()) else m.group() in form):
+            return False
+        # A percentage is stated only as one: "23%" is not "across 23 tasks".
+        if _PERCENT.match(said, m.end()) and not re.search(free.pattern + _PERCENT.pattern, form):
             return False
     return True
 

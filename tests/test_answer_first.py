@@ -72,6 +72,11 @@ def test_a_number_is_stated_only_where_the_evidence_uses_it_as_a_quantity() -> N
     assert support.numbers_stated("R2G reshapes the manifold.", "we propose R2G (Repel-to-Grokking) Loss")
     _, kept = checked("The sample complexity of RHI is O(SAH^2ε^(2+o(1))) [1].", q, [block(rhi)])
     assert kept[0].supported
+    # A percentage is stated only as one: "23%" is not "across 23 tasks" (a blind dev answer), while "62.6 percent"
+    # is "62.6%", and a bare number still matches a percentage.
+    assert not support.numbers_stated("23% [1].", "Across 23 tasks, it often reduces inference cost.")
+    assert support.numbers_stated("It cuts leakage by 62.6 percent.", "a 62.6% reduction")
+    assert support.numbers_stated("By 62.6 [1].", "a 62.6 percent reduction")
 
 
 def test_a_bare_yes_or_no_is_not_supported_by_any_source() -> None:
@@ -363,6 +368,15 @@ def test_why_a_design_was_chosen_is_answered_by_the_purpose_it_serves() -> None:
     assert answers_why(q, purpose) and not states_cause(purpose)
     # A purpose answers only why a design was chosen, not why something happens.
     assert not answers_why(Q.read("Why do agents get stuck under outcome-based RL?"), purpose)
+
+
+def test_what_a_thing_fundamentally_is_states_why() -> None:
+    # A blind dev question ("Why does the paper ... say that average performance is the wrong yardstick for
+    # privacy?") opened with a sentence stating another cause ("suppressed by geometric bottlenecks").
+    assert states_cause("While prior work reports high average performance, privacy is fundamentally a worst-case "
+                        "property, not an average one.")
+    assert states_cause("Such costs are inherently quadratic.")
+    assert not states_cause("Privacy is a worst-case property.")
 
 
 def test_what_motivates_a_paper_asks_for_the_problem_behind_it() -> None:

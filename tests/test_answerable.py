@@ -41,6 +41,23 @@ def test_a_unit_the_paper_never_mentions_is_a_reason_to_abstain() -> None:
     assert unanswerable_reason(read("How many milliseconds?"), []) is None
 
 
+def test_a_percentage_no_paper_gives_is_a_reason_to_abstain() -> None:
+    # A blind dev question: "By what percentage does the structural optimizer ... cut inference cost?" of an abstract
+    # saying "often reducing inference cost" across "23 tasks" was answered "23% [1]".
+    rdl = make_paper("We develop a structural optimizer for relational graphs. Across 23 tasks, the optimized graphs "
+                     "improve accuracy while often reducing inference cost.", "r.txt", 0)
+    asked = read("By what percentage does the structural optimizer cut inference cost?")
+    assert unanswerable_reason(asked, [rdl]) == "the abstracts found never give a percentage"
+    assert unanswerable_reason(asked, [rdl, PRIV]) is None  # one paper found gives one
+    # "How many percent" is a percentage asked for, not a unit the abstract must write out as a word.
+    for text in ("How many percent does PrivGate cut leakage?", "what percentage of leakage does PrivGate remove?"):
+        assert read(text).unit == (), text
+        assert unanswerable_reason(read(text), [PRIV]) is None, text
+        assert unanswerable_reason(read(text), [rdl]) == "the abstracts found never give a percentage", text
+    # Not asked for a percentage: no judgement.
+    assert unanswerable_reason(read("How much does the optimizer cut inference cost?"), [rdl]) is None
+
+
 def test_a_count_the_paper_never_gives_is_a_reason_to_abstain() -> None:
     athletes = make_paper("We propose STT-LLM, a tokenizer for longitudinal data. We evaluate STT-LLM on real-world "
                           "longitudinal datasets from athletes.", "s.txt", 0)
