@@ -140,6 +140,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         written = words(cited[0]) if cited else set()
         return Focus(question, (cited[0],)) if cited and all(written_in(w, written) for w in asked) \
             else Focus(question)
+    lead = named(Q.leading_name(question)) if Q.leading_name(question) else None
+    if lead:  # "and SERA, what training does it use instead of RL?": "it" is the paper the question opens with
+        return Focus(question, (lead,))
     together = Q.taken_together(question)
     # "compare them" after two answers on one paper each compares those two (after a listing, all it listed).
     several = 2 if intent.compares and Q.points_at_several(question) else 1

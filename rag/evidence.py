@@ -509,7 +509,8 @@ _REPORTS = re.compile(r"^(?:report|reports|show|shows)\s+(?:(?:a|an|the|any)\s+)
 _ABOUT = re.compile(r"^(?:about|regarding|concerning)\s+", re.IGNORECASE)
 _GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
                      "analyses propose proposes deal deals dealing address addresses tackle summarize summarise "
-                     "overview research approaches methods new novel against stuff things".split())
+                     "overview research approaches methods new novel against stuff things involving involve "
+                     "involves mentioning mention mentions".split())
 
 
 # The field every paper is in names no topic: "attacks on machine learning models" is about attacks, "machine

@@ -57,7 +57,9 @@ WANTS_OVERVIEW = re.compile(
     r"\b(?:main|key|core|central) (?:contributions?|ideas?|points?|takeaways?)\b|"
     r"\bwhat (?:problem|problems|question|challenge|gap) (?:does|do|did)\b[^?]{1,60}?\b(?:solve|address|tackle|"
     r"attack)\b|\b(?:in|as) (?:one|a single|a) (?:sentence|line|nutshell)\b|"
-    r"\bis there (?:a|any|one) (?:paper|work|study|article|method)\b|"
+    r"\bis there (?:a|an|any|one) (?:paper|work|study|article|method)\b|"
+    # "is there a model-free algorithm for robust RL ...?": the paper presenting one
+    r"\bis there (?:a|an|any|one) (?:[\w\-]+\s+){0,2}?(?:method|algorithm|approach|framework|technique)\b|"
     r"\b(?:do|does) (?:any|one) (?:of )?(?:the )?(?:papers?|abstracts?|works?)\b", re.IGNORECASE)
 # The name of the paper's own method, which the sentence proposing it gives: "What's their fix called?"
 WANTS_METHOD_NAME = re.compile(
@@ -140,6 +142,8 @@ LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|wo
                 r"any\s+(?:papers|work|studies|research)|anything\s+(?:(?:out\s+)?there\s+)?(?:on|about|regarding)|"
                 # "what's out there on how neural nets learn arithmetic?"
                 r"what(?:'s|’s|s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|regarding)|"
+                # "what's been done on learning people's preferences?"
+                r"what(?:'s|’s|s|\s+has)\s+been\s+done\s+(?:on|about|regarding|in|with)|"
                 r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works))")
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
@@ -147,7 +151,10 @@ SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\
                      r"(which|what) (papers|studies|works|articles|research)\b|"
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
-                     r"(papers|work|research) (on|about)|papers (on|about|that|which|using|applying|with)\b|" +
+                     r"(papers|work|research) (on|about)|papers (on|about|that|which|using|applying|with|involving|"
+                     r"mentioning|studying|regarding|concerning|related to|dealing with)\b|"
+                     # "work on SGD?", "research involving LiDAR?"
+                     r"(work|research|studies) (on|about|involving|regarding|concerning|related to)\b|" +
                      LISTING_LEAD + r"\s|"
                      # "Any robotics papers?"
                      r"any\s+(?:[\w\-]+\s+){1,3}?(?:papers|studies|works)\b|"
@@ -404,9 +411,10 @@ _AND_SECOND = re.compile(r"(?:,\s*and|\band|;|\?)\s+(?:(?:on|in|for|with|by|from
 
 
 _GLOSS = re.compile(r"\(\s*(?:(?:how|what|which|who|where|when|why)\b|i\.\s?e\.|e\.\s?g\.)[^()]*\)", re.IGNORECASE)
-# A topic glossed after a comma ("distillation, i.e. compressing one model into another"), and a request after the
+# A topic glossed or exemplified after a comma ("distillation, i.e. compressing one model into another", "drugs, e.g.
+# how drugs affect cells"), and a request after the
 # question ("Is anyone doing X? Give me a quick overview."), name no more of the field.
-_TOPIC_GLOSS = re.compile(r",\s*(?:i\.\s?e\.|that is|meaning)[^?;]*|"
+_TOPIC_GLOSS = re.compile(r",\s*(?:i\.\s?e\.|that is|meaning|e\.\s?g\.|for example|for instance|such as|like)[^?;]*|"
                           r"\?\s*(?:please\s+)?(?:give|show|tell)\s+me\b.*$", re.IGNORECASE)
 
 
@@ -831,6 +839,19 @@ def names_in(text: str) -> list[str]:
 def names_as_written(text: str) -> list[str]:
     """`names_in` in the text's own case: "Is TIED model-based?" -> ["TIED"]."""
     return [w for w in re.findall(r"\b[A-Z][\w\-]*[A-Z0-9][\w\-]*", text) if w.lower() not in _NO_NAMES]
+
+
+# A follow-up that opens with the name it then points back at: "and SERA, what training does it use instead of RL?",
+# "what about NAEViT - is it faster?", "ok the TIED paper: which baselines does it beat?".
+_LEADING_NAME = re.compile(r"^\W*(?:(?:and|ok|okay|so|now|also|then)\b[,\s]*)?(?:(?:what|how) about\s+)?(?:the\s+)?"
+                           r"([A-Z][\w\-]*[A-Z0-9][\w\-]*)(?:\s+(?:paper|one|method|model|work))?"
+                           r"\s*(?:[,:;?]|\s[-–—]\s)")
+
+
+def leading_name(text: str) -> str:
+    """The name a question opens with as its subject, lower-cased ("and SERA, what does it ...?" -> "sera"), or ""."""
+    m = _LEADING_NAME.match(text)
+    return m.group(1).lower() if m and m.group(1).lower() not in _NO_NAMES else ""
 
 
 # Words written in capitals that name no paper: "over SOTA systems", "on one GPU".

@@ -237,10 +237,13 @@ def denies_sources(sentence: str, cited_text: str = "") -> bool:
 
 
 def unfinished(sentence: str) -> bool:
-    """Does the sentence break off: cut with an ellipsis, ending on a colon, or its last word an article, a
-    conjunction or a preposition that needs its object ("... action spaces from [1].", "... reasoning based on.")?"""
+    """Does the sentence break off: cut with an ellipsis, ending on a colon or inside a hyphenated word, or its last
+    word an article, a conjunction or a preposition that needs its object ("... action spaces from [1].", "...
+    reasoning based on.")?"""
     text = MARKER.sub(" ", sentence).strip()
     if re.search(r"(?:\.\.\.|…|:)\s*[.!?]?$", text):  # "... Stochastic Gradient Descent… [1]." too
+        return True
+    if re.search(r"\w-\s*[.!?]?$", text):  # a word cut at its hyphen: "To enable efficient on- [1]."
         return True
     plain = text.rstrip(".!? ")
     if not plain:

@@ -1414,7 +1414,9 @@ def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
     cut = "It is known that RandomShuffle, the version of SGD… However, RandomShuffle needs a permutation [1]."
     assert support.answer_sentences(cut) == ["It is known that RandomShuffle, the version of SGD…",
                                              "However, RandomShuffle needs a permutation [1]."]
-    for finished in ("Training cost is reduced by 9.7× [1].", "Up to 40% [1].",
+    # A model cut off by its token limit inside a word (a blind dev conversation: "To enable efficient on- [1].").
+    assert support.unfinished("To enable efficient on- [1].")
+    for finished in ("Training cost is reduced by 9.7× [1].", "Up to 40% [1].", "SIVS is training-free [1].",
                      "It reveals secrets about the data they were trained on [1].",
                      "Its embedding is 5x smaller than that of the VLM it is compared with [1]."):
         assert not support.unfinished(finished)
@@ -2117,3 +2119,51 @@ def test_a_fix_asked_for_is_not_answered_by_a_model_sentence_restating_the_troub
     found = Q.read("what did the paper reveal about the most advanced existing attack on continual learners?")
     text, _, _ = compose.factoid(*checked(raw, found.text, blocks), blocks, found, raw)
     assert text.startswith("The paper reveals"), text
+
+
+def test_a_follow_up_opening_with_a_papers_name_is_about_that_paper() -> None:
+    # A blind dev conversation: after the rollout-shaping paper, "and SERA, what training does it use instead of rl"
+    # was answered from the rollout paper ("it" read as the paper discussed).
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "the rl rollout paper - what do existing works do about the tails"},
+               {"role": "assistant", "content": "They schedule tails per prompt [1].", "paper_ids": ["rollout"]}]
+    names = {"sera": "sera", "tied": "tied"}
+
+    def focus(question: str) -> tuple[str, ...]:
+        return resolve(question, Q.read(question), history, locate=lambda s: None,
+                       named=lambda name: names.get(name)).papers
+
+    assert focus("and SERA, what training does it use instead of rl") == ("sera",)
+    assert focus("ok the TIED paper: which baselines does it beat?") == ("tied",)
+    # A name later in the question is not its subject; "it" is still the paper discussed.
+    assert focus("does it beat SERA?") == ("rollout",)
+    assert focus("and its gains?") == ("rollout",)
+    # A name no paper uses changes nothing.
+    assert focus("and NAEViT, what does it cut?") == ("rollout",)
+    assert Q.leading_name("LLM agents, do they leak?") == ""
+
+
+def test_whether_a_method_exists_is_answered_by_the_paper_presenting_one() -> None:
+    # A blind dev conversation: "is there a model-free algorithm for robust rl under the average reward criterion?"
+    # opened with the paper's result, not with the sentence proposing the algorithm.
+    asked = "is there a model-free algorithm for robust rl under the average reward criterion?"
+    assert "overview" in Q.read(asked).asks
+    assert "overview" in Q.read("Is there an approach to private hypothesis selection?").asks
+    assert "overview" not in Q.read("is there a difference between the two?").asks
+
+
+def test_papers_involving_a_topic_is_a_listing() -> None:
+    # A blind dev conversation: "papers involving sgd?" was read as a factoid and listed one of two papers.
+    for asked in ("papers involving sgd?", "papers mentioning LiDAR", "work on sgd?", "research involving graphs?"):
+        assert Q.read(asked).kind == "summary", asked
+    # Blind dev listings: "Is there work involving drugs, e.g. how drugs affect cells or ...?" was read as one paper
+    # (its examples counted as the topic's words), "What's been done on ... preferences?" as a factoid.
+    from rag.evidence import topic_alternatives
+
+    drugs = "Is there work involving drugs, e.g. how drugs affect cells or detecting use of banned substances?"
+    assert Q.read(drugs).kind == "summary" and topic_alternatives(drugs) == [["drugs"]]
+    assert Q.read("What's been done on modelling people's preferences?").kind == "summary"
+    assert topic_alternatives("which papers involve graph neural networks?") == [["graph", "neural", "networks"]]
+    # Only as the question's opening: a paper described by its work is one paper.
+    assert Q.read("How does the work on shuffling for SGD cut I/O?").kind == "factoid"
