@@ -21,7 +21,7 @@ import re
 from .config import Answering
 from .evidence import answers_why, noun_kin, poses_problem, reports_finding
 from .orders import addressed
-from .question import Question, compound_parts
+from .question import Question, compound_parts, names_in
 from .question import read as read_question
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
 from .sanitize import sanitize_source
@@ -512,6 +512,11 @@ def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence])
 _THIS = re.compile(r"^\W*(?:this|these|such)\b", re.IGNORECASE)
 
 
+def new_names(sentence: str, intent: Question) -> set[str]:
+    """The names the sentence writes ("R-GRPO", "OGBench") that the question does not."""
+    return set(names_in(MARKER.sub(" ", sentence))) - set(names_in(intent.text)) - set(names_in(intent.searched))
+
+
 def restates_trouble(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
     """Does the sentence restate (half its words) a cited abstract's sentence stating the trouble the paper takes
     on rather than its fix: a problem (`states_problem`), earlier work (`speaks_of_others`), what the next sentence
@@ -613,6 +618,10 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     if knobs.model_names_noun:
         holding = [i for i in holding
                    if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
+    if intent.wants == "name" and any(new_names(s, intent) for b in blocks for s in b.sentences):
+        # "What RL algorithm does Opt-Miner propose?": the model's "The Opt-Miner framework proposes a novel
+        # tree-guided data synthesis pipeline ..." names nothing the question did not, while the evidence names R-GRPO.
+        holding = [i for i in holding if new_names(kept[i][0], intent)]
     if "reason" in intent.asks and any(answers_why(intent, s) for b in blocks for s in b.sentences):
         # "Why are intra-class links harder to infer?": a model sentence stating no cause ("The diagnostic
         # correction reveals that leakage is under-measured") does not answer when the evidence states one.

@@ -205,7 +205,7 @@ WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|smal
                           r"\b(up to|at (most|least))\s*\?", re.IGNORECASE)
 WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat)", re.IGNORECASE)
 WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
-                        r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?)\b|\bname",
+                        r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?|algorithms?)\b|\bname",
                         re.IGNORECASE)
 # "Why ...?", "what drives / causes / makes it hard ...", "what does X come from", "what problem does X fix": a cause
 # or a difficulty is asked for, which an abstract states with "due to", "driven by", "hindered by" ...

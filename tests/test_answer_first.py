@@ -2167,3 +2167,24 @@ def test_papers_involving_a_topic_is_a_listing() -> None:
     assert topic_alternatives("which papers involve graph neural networks?") == [["graph", "neural", "networks"]]
     # Only as the question's opening: a paper described by its work is one paper.
     assert Q.read("How does the work on shuffling for SGD cut I/O?").kind == "factoid"
+
+
+def test_a_name_asked_for_is_not_answered_by_a_model_sentence_naming_nothing_new() -> None:
+    # A dev question ("What reinforcement learning algorithm does Opt-Miner propose for training its agent?") opened
+    # with the model's sentence about the data pipeline, which names only Opt-Miner, the question's own name.
+    opt = make_paper("We propose the Opt-Miner framework for optimization modeling agents. The core of Opt-Miner is a "
+                     "tree-guided data synthesis pipeline coupled with a retrieval-based group relative policy "
+                     "optimization (R-GRPO) algorithm.", "o.txt", 0)
+    blocks = [block(opt, scores=[0.4, 0.9])]
+    q = Q.read("What reinforcement learning algorithm does Opt-Miner propose for training its agent?")
+    assert q.wants == "name"
+    raw = "The core of Opt-Miner is a tree-guided data synthesis pipeline [1]."
+    sentences, checks = checked(raw, q.text, blocks)
+    assert checks[0].supported and compose.new_names(sentences[0], q) == set()
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    assert mode == "extractive" and "R-GRPO" in split_sentences(text)[0], text
+    # A model answer naming it answers.
+    raw = "R-GRPO [1]."
+    sentences, checks = checked(raw, q.text, blocks)
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
+    assert mode == "generated" and text.startswith("R-GRPO [1]."), text
