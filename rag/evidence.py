@@ -92,7 +92,7 @@ _COMPARED = re.compile(r"\b(?:outperform\w*|surpass\w*|beats?|better than|baseli
 # A sentence answering the one before it as a problem: "To address this issue, we propose ...", "To mitigate this,",
 # "Motivated by these findings, we propose ...".
 _ADDRESSES = re.compile(r"^\W*(?:to (?:address|mitigate|overcome|tackle|solve|remedy|alleviate|fix|resolve|close)|"
-                        r"motivated by|building on|in light of) "
+                        r"motivated by|in light of) "
                         r"(?:this|these|that|those|both|the (?:above|aforementioned))\b", re.IGNORECASE)
 
 
