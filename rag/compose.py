@@ -509,12 +509,13 @@ def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence])
                 if _share(words, s) >= 0.5), default=float("-inf"))
 
 
-_THIS = re.compile(r"^\W*(?:this|these|such)\b", re.IGNORECASE)
-
-
 def new_names(sentence: str, intent: Question) -> set[str]:
     """The names the sentence writes ("R-GRPO", "OGBench") that the question does not."""
     return set(names_in(MARKER.sub(" ", sentence))) - set(names_in(intent.text)) - set(names_in(intent.searched))
+
+
+# A sentence going on about the one before it: "This exposes a critical research gap: ...".
+_THIS = re.compile(r"^\W*(?:this|these|such)\b", re.IGNORECASE)
 
 
 def restates_trouble(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:

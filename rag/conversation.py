@@ -140,7 +140,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         written = words(cited[0]) if cited else set()
         return Focus(question, (cited[0],)) if cited and all(written_in(w, written) for w in asked) \
             else Focus(question)
-    lead = named(Q.leading_name(question)) if Q.leading_name(question) else None
+    name = Q.leading_name(question)
+    lead = named(name) if name else None
     if lead:  # "and SERA, what training does it use instead of RL?": "it" is the paper the question opens with
         return Focus(question, (lead,))
     together = Q.taken_together(question)
