@@ -129,6 +129,11 @@ class Retrieval(Group):
     rrf_k: int = Field(60, description="reciprocal rank fusion constant")
     bm25_weight: float = Field(2.0, description="'rrf' fusion: weight of the BM25 ranking (dense has weight 1)")
     min_similarity: float = Field(0.30, description="abstain when no chunk's cosine similarity reaches this")
+    glossary: str = Field("builtin", description="plain words -> field terms added to a question's search: "
+                                                 "'builtin' (rag/glossary.txt, machine learning), 'off', or a "
+                                                 "file of 'plain words => field terms' lines")
+    glossary_weight: float = Field(0.5, ge=0.0, description="BM25 weight of a glossary term, as a share of a "
+                                                            "question word's")
     filter_fetch_max: int = Field(2000, description="filters: most chunks fetched from the vector index to "
                                                           "filter afterwards; a filter keeping too few papers for "
                                                           "that uses Chroma's `where`")

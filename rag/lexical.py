@@ -232,19 +232,25 @@ class LexicalIndex:
     def __len__(self) -> int:
         return len(self.chunk_ids)
 
-    def search(self, query: str, k: int, allowed: set[str] | None = None,
-               number_forms: bool = True) -> list[tuple[str, str, float]]:
+    def has(self, term: str) -> bool:
+        """Is the term an indexed word, as it is or in its other number ("tokens" through "token")?"""
+        return term in self._word_ids or any(w in self._word_ids for w in self._number_forms_of(term))
+
+    def search(self, query: str, k: int, allowed: set[str] | None = None, number_forms: bool = True,
+               extra: Sequence[str] = (), extra_weight: float = 1.0) -> list[tuple[str, str, float]]:
         """Best chunks for the query with a positive score, optionally only of the allowed paper ids; each query
-        word also searched in its other number (`_number_forms`) unless `number_forms` is off."""
+        word also searched in its other number (`_number_forms`) unless `number_forms` is off. `extra` words
+        (a glossary's field terms) count `extra_weight` times their score."""
         if self._bm25 is None or not self.chunk_ids:
             return []
         q = tokens(query)
         q = self._number_forms(q) if number_forms else q
-        if not q:
+        more = [w for w in self._number_forms(list(extra)) if w not in q] if extra_weight else []
+        if not q and not more:
             return []
         # Ask for more when filtering, since filtered-out chunks are dropped after scoring.
         want = len(self.chunk_ids) if allowed is not None else min(k, len(self.chunk_ids))
-        docs, scores = self._top(q, want)
+        docs, scores = self._top(q, want, more, extra_weight)
         if allowed is not None:  # keep the allowed chunks in order, as numpy masks rather than a loop over all
             ok = np.zeros(self._n_papers, dtype=bool)
             ok[[self._codes[p] for p in allowed if p in self._codes]] = True
@@ -262,34 +268,43 @@ class LexicalIndex:
                 break
         return out
 
-    def ceiling(self, query: str) -> float:
+    def ceiling(self, query: str, extra: Sequence[str] = (), extra_weight: float = 1.0) -> float:
         """The most any chunk could score for the query: each query word's (and other number's) best weight in
-        any chunk, summed. A chunk scoring near it holds the question's words where they weigh most; the best
-        chunk for a question of common words scores a small share of it."""
+        any chunk, summed, `extra` words at `extra_weight`. A chunk scoring near it holds the question's words
+        where they weigh most; the best chunk for a question of common words scores a small share of it."""
         if self._bm25 is None or self._postings is None:
             return 0.0
+        q = self._number_forms(tokens(query))
+        more = [w for w in self._number_forms(list(extra)) if w not in q] if extra_weight else []
+        return self._best_sum(q) + extra_weight * self._best_sum(more)
+
+    def _best_sum(self, words: list[str]) -> float:
         model: Any = self._bm25
-        indptr, _ = self._postings
+        indptr, _ = self._postings  # type: ignore[misc]
         data = model.scores["data"]
         total = 0.0
-        for i in model.get_tokens_ids(self._number_forms(tokens(query))):
+        for i in model.get_tokens_ids(words):
             if indptr[i + 1] > indptr[i]:
                 total += float(data[indptr[i]:indptr[i + 1]].max())
         return total
+
+    def _number_forms_of(self, word: str) -> list[str]:
+        if len(word) < 3 or not word.isalpha():
+            return []
+        return [word[:-1] if word.endswith("s") and not word.endswith("ss") else word + "s"]
 
     def _number_forms(self, q: list[str]) -> list[str]:
         """The query's words and, where the index holds it, each one's other number: "VLM" also finds "VLMs",
         "GNNs" also "GNN" (an abstract writes the plural where a user types the singular)."""
         out = list(q)
         for word in q:
-            if len(word) < 3 or not word.isalpha():
-                continue
-            other = word[:-1] if word.endswith("s") and not word.endswith("ss") else word + "s"
-            if other not in out and other in self._word_ids:
-                out.append(other)
+            for other in self._number_forms_of(word):
+                if other not in out and other in self._word_ids:
+                    out.append(other)
         return out
 
-    def _top(self, q: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _top(self, q: list[str], k: int, extra: Sequence[str] = (),
+             extra_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         """The k best chunks for the query words, best first, ties broken by chunk order: (docs, scores).
 
         Scores are summed from the words' postings (a chunk without the word scores 0 in bm25s' "lucene" variant),
@@ -300,13 +315,15 @@ class LexicalIndex:
         """
         model: Any = self._bm25
         if self._postings is None:
-            docs, scores = model.retrieve([q], k=k, show_progress=False)
+            docs, scores = model.retrieve([[*q, *extra]], k=k, show_progress=False)  # extra at full weight here
             return docs[0], scores[0]
         indptr, indices = self._postings
         data = model.scores["data"]
         total = np.zeros(model.scores["num_docs"], dtype=np.dtype(model.dtype))
         for i in model.get_tokens_ids(q):
             total[indices[indptr[i]:indptr[i + 1]]] += data[indptr[i]:indptr[i + 1]]
+        for i in model.get_tokens_ids(list(extra)) if extra else ():
+            total[indices[indptr[i]:indptr[i + 1]]] += extra_weight * data[indptr[i]:indptr[i + 1]]
         docs = np.flatnonzero(total > 0)
         scores = total[docs]
         if len(docs) > k:  # keep everything scoring at least the k-th best, ties included, then order and cut

@@ -37,6 +37,7 @@ import numpy as np
 from .catalog import Catalog
 from .config import Retrieval
 from .embed import Embedder
+from .glossary import load_glossary
 from .lexical import LexicalIndex
 from .records import Hit, Passage
 from .store import ChunkStore, StoredChunk
@@ -87,6 +88,7 @@ class Retriever:
                  settings: Retrieval) -> None:
         self.embedder, self.store, self.lexical, self.catalog, self.settings = (
             embedder, store, lexical, catalog, settings)
+        self.glossary = load_glossary(settings.glossary)
         # Counted once: a retriever reads one snapshot of the index (the app makes a new one after an ingest), and
         # SQLite's count(*) scans the table.
         self._papers = catalog.count()
@@ -103,8 +105,11 @@ class Retriever:
         k = top_k or self.settings.top_k
         timings: dict[str, float] = {}
 
+        # The field's terms for the question's plain words (rag/glossary.py), those the index writes: embedded with
+        # the question and searched at a lower BM25 weight.
+        extra = self.glossary.expand(question, self.lexical.has if self.lexical is not None else None)
         t = time.perf_counter()
-        qvec = self.embedder.embed([question])[0]
+        qvec = self.embedder.embed([f"{question} ({' '.join(extra)})" if extra else question])[0]
         timings["embed_ms"] = (time.perf_counter() - t) * 1000
 
         allowed = self._allowed(filters)
@@ -116,7 +121,8 @@ class Retriever:
         lexical: list[tuple[str, str, float]] = []
         if mode in {"hybrid", "bm25"} and self.lexical is not None:
             t = time.perf_counter()
-            lexical = self.lexical.search(question, self.settings.candidates, allowed=allowed)
+            lexical = self.lexical.search(question, self.settings.candidates, allowed=allowed, extra=extra,
+                                          extra_weight=self.settings.glossary_weight)
             timings["bm25_ms"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
@@ -135,7 +141,7 @@ class Retriever:
             floor = min((c.similarity for c in dense), default=0.0)
             top_bm25 = max((score for _, _, score in lexical), default=0.0) or 1.0
             if self.settings.bm25_share_of == "ceiling" and self.lexical is not None:
-                top_bm25 = max(self.lexical.ceiling(question), top_bm25)
+                top_bm25 = max(self.lexical.ceiling(question, extra, self.settings.glossary_weight), top_bm25)
             bm25_best: dict[str, float] = {}
             for _chunk_id, paper_id, score in lexical:
                 bm25_best[paper_id] = max(bm25_best.get(paper_id, 0.0), score)
@@ -167,11 +173,14 @@ class Retriever:
             paper = papers.get(pid)
             if paper is None:  # in the vectors but not the catalog: an interrupted ingest; skip until repaired
                 continue
-            matched = sorted(qtok & set(tokens(paper.raw + " " + paper.title)))
+            words = set(tokens(paper.raw + " " + paper.title))
+            matched = sorted(qtok & words)
+            read_as = [w for w in extra if w in words]
             why = ", ".join(x for x in (
                 f"dense #{dense_rank[pid]} ({best_sim[pid]:.2f})" if pid in dense_rank else "",
                 f"bm25 #{bm25_rank[pid]}" if pid in bm25_rank else "",
                 f"terms: {', '.join(matched[:8])}" if matched else "",
+                f"read as: {', '.join(read_as[:6])}" if read_as else "",
             ) if x)
             best = sorted(passages.get(pid, []), key=lambda p: -p.score)[:3]
             hits.append(Hit(paper=paper, score=scores[pid], passages=tuple(best), why=why,
