@@ -13,7 +13,8 @@ the thing asked for is not in the paper at all. Five checks, all about the evide
 - a quantity question names its unit ("how many GPUs", "how much wall-clock speedup"): when none of the unit's
   words occurs in any evidence paper, no number there can be the answer;
 - a question about who wrote a paper (authors, affiliations) when the records carry no author list;
-- a percentage asked for ("By what percentage ...?") when no evidence paper gives any;
+- a percentage asked for ("By what percentage ...?") when no evidence paper gives any; a year likewise ("Which
+  election year is the survey from?"), from the abstract or the record's venue;
 - a question whether code, data or weights are available ("Is the code available?") when no evidence paper links
   any or says so: "yes" or "no" would be a guess;
 - a question for a paper's own limitations ("What are the limitations of SERA?") when no evidence paper admits any
@@ -115,6 +116,11 @@ def _admits_limit(question: Question, paper: Paper) -> bool:
 _PERCENTAGE_ASKED = re.compile(r"\b(?:what|which|how (?:many|much|big|large|high) (?:a )?)\s*(?:percentage|percent)\b",
                                re.IGNORECASE)
 _PERCENTAGE_GIVEN = re.compile(r"\d\s?(?:\\?%|percent\b|per cent\b)", re.IGNORECASE)
+# A year asked for ("Which election year is the survey from?", "In what year ...?"), which only a year written in the
+# abstract answers, or the record's venue ("ICML 2026") when the year asked is the paper's own (`_PUBLISHED`).
+_YEAR_ASKED = re.compile(r"\b(?:which|what)\s+(?:[\w\-]+\s+){0,2}year\b", re.IGNORECASE)
+_YEAR_GIVEN = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
+_PUBLISHED = re.compile(r"\b(?:publish\w*|appear\w*|venue|conference|accepted)\b", re.IGNORECASE)
 
 
 def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | None:
@@ -139,6 +145,10 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
     if _PERCENTAGE_ASKED.search(question.text) and not any(_PERCENTAGE_GIVEN.search(p.abstract) for p in papers):
         # "... cut inference cost?" of "... often reducing inference cost" across "23 tasks": no percentage to give.
         return "the abstracts found never give a percentage"
+    own_year = bool(_PUBLISHED.search(question.text))
+    if _YEAR_ASKED.search(question.text) and not any(
+            _YEAR_GIVEN.search(f"{p.abstract} {p.venue if own_year else ''}") for p in papers):
+        return "the abstracts found never give a year"
     if question.unit:
         words = {w for p in papers for w in tokens(p.title + " " + p.abstract)}
         if not any(_mentions(t, words) for t in question.unit):

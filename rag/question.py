@@ -381,7 +381,8 @@ _DURATION_UNITS = ("hours", "days", "minutes", "wall-clock", "runtime", "gpu-hou
 # Words that say "more/less of something" rather than naming the unit.
 _NOT_UNIT = frozenset("times fold more less fewer larger smaller higher lower faster slower extra additional overall "
                       "total absolute relative average better worse quick small large fast slow big little cheaper "
-                      "costlier quicker percent percentage".split())  # a percentage is written "62.6%"
+                      "costlier quicker bigger greater longer shorter wider deeper stronger weaker heavier lighter "
+                      "percent percentage".split())  # a percentage is written "62.6%"
 # The clause that only describes which paper is meant, before or after what is asked: "In the work on RL that ...,
 # what estimator is proposed?", "According to the X paper, ...", "What does GHM stand for in the offline RL paper?".
 _WH = r"(?:what|which|how|who|where|when|why|does|do|did|is|are|was|were|can|could|has|have)"
@@ -447,7 +448,9 @@ _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|dif+e?r(?:s|e?n(
                        r"slower|more|less))\b",
                        re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
-_AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b[^?]{0,40}?"
+# An artefact word that only modifies another ("code-writing agents") is not the artefact asked for: (?!-).
+_AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b(?!-)"
+                           r"[^?]{0,40}?"
                            # "public" as what the artefact is ("Is the code public?"), not an attribute of
                            # something else ("each model comes with a public descriptor")
                            r"\b(?:available|released|publicly|public(?=\s*(?:[?.!,;]|$|or\b|and\b))|open[- ]sourced?|"
@@ -456,7 +459,7 @@ _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints
                            # the verb first: "Does it release code?", "Do they share their weights?" (and models or
                            # data only when asked whether: "Which papers release a dataset?" asks for papers)
                            r"\b(?:releas|shar|publish|open[- ]sourc)\w*\s+(?:(?:the|its|their|any|all)\s+)?"
-                           r"(?:source\s+)?(?:code|implementation|weights|checkpoints?)\b|"
+                           r"(?:source\s+)?(?:code|implementation|weights|checkpoints?)\b(?!-)|"
                            r"^\s*(?:does|do|did|will|is|are|has|have)\b[^?]*\b(?:releas|shar|publish|open[- ]sourc)"
                            r"\w*\s+(?:(?:the|its|their|any|all)\s+)?(?:\w+\s+)?(?:models?|data(?:sets?)?|benchmarks?)\b|"
                            # a follow-up of two words: "Any code?", "And the code?", "Code?"

@@ -58,6 +58,40 @@ def test_a_percentage_no_paper_gives_is_a_reason_to_abstain() -> None:
     assert unanswerable_reason(read("How much does the optimizer cut inference cost?"), [rdl]) is None
 
 
+def test_a_year_no_abstract_gives_is_a_reason_to_abstain() -> None:
+    # A blind dev question: the election year of a survey the abstract names but never dates; the record's venue
+    # ("ICML 2026") dates the paper, not the survey.
+    conjoint = make_paper("On a U.S. presidential conjoint, adversarially learned policies produce vote shares that "
+                          "align with historical election ranges.", "c.txt", 0)
+    asked = read("Which presidential election year is the U.S. conjoint survey in that paper from?")
+    assert unanswerable_reason(asked, [conjoint]) == "the abstracts found never give a year"
+    dated = make_paper("We analyse the 2016 U.S. presidential conjoint.", "d.txt", 0)
+    assert unanswerable_reason(asked, [dated]) is None
+    # The paper's own year is its venue's.
+    published = read("In what year was the conjoint paper published?")
+    in_venue = make_paper("On a U.S. presidential conjoint, we study policies.", "v.txt", 0, venue="ICML 2026 Papers")
+    assert unanswerable_reason(published, [in_venue]) is None
+    assert unanswerable_reason(asked, [in_venue]) == "the abstracts found never give a year"
+    assert unanswerable_reason(published, [conjoint]) == "the abstracts found never give a year"
+
+
+def test_a_comparative_or_a_compound_is_not_what_must_be_found() -> None:
+    # Blind dev questions that abstained on the right paper: "how much bigger" asks a size, not a unit "bigger";
+    # "openly released code-writing agents" asks why, not whether code is released.
+    spc = make_paper("We propose SPC, a contrastive loss with experimental metadata. We keep up with models over 10x "
+                     "larger in parameter count.", "p.txt", 0)
+    bigger = read("SPC: what extra information does it fold into the loss, and how much bigger are the models it "
+                  "keeps up with?")
+    assert bigger.unit == ()
+    assert unanswerable_reason(bigger, [spc]) is None
+    sera = make_paper("Open-weight coding agents should hold a fundamental advantage over closed-source systems.",
+                      "s.txt", 0)
+    why = read("Why should openly released code-writing AI agents have an edge over proprietary ones?")
+    assert not why.availability
+    assert unanswerable_reason(why, [sera]) is None
+    assert read("Did they release the code?").availability  # the artefact itself is still asked for
+
+
 def test_a_count_the_paper_never_gives_is_a_reason_to_abstain() -> None:
     athletes = make_paper("We propose STT-LLM, a tokenizer for longitudinal data. We evaluate STT-LLM on real-world "
                           "longitudinal datasets from athletes.", "s.txt", 0)
