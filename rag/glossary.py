@@ -35,6 +35,7 @@ _NEGATED = re.compile(r"\b(?:without|not|no|never|nor|\w+n't)\s+(?:\w+\s+)?$", r
 class Entry:
     plain: re.Pattern[str]
     terms: tuple[str, ...]  # lexical tokens of the field terms
+    first: str  # the plain side's first word, lower-cased: a substring test before the pattern is tried
 
 
 @dataclass(frozen=True)
@@ -45,19 +46,22 @@ class Glossary:
         """The field terms for the plain words the question uses, e.g. "hidden causes along perpendicular
         directions" -> ("latent", "factors", "orthogonal"); none the question already has, none `known` refuses."""
         have = set(tokens(question))
+        lower = question.lower()
         out: dict[str, None] = {}
         for entry in self.entries:
-            if any(not _NEGATED.search(question[:m.start()]) for m in entry.plain.finditer(question)):
+            if entry.first in lower and any(not _NEGATED.search(question[:m.start()])
+                                            for m in entry.plain.finditer(question)):
                 out.update((t, None) for t in entry.terms if t not in have and (known is None or known(t)))
         return tuple(out)
 
 
 def _entry(plain: str, terms: str) -> Entry:
-    words = [re.escape(w) for w in re.split(r"[\s\-]+", plain)]
+    split = re.split(r"[\s\-]+", plain)
+    words = [re.escape(w) for w in split]
     pattern = r"(?<!\w)" + r"[\s\-]+".join(words) + r"s?(?!\w)"  # "picture-and-text" holds "picture"
     # Each term whole ("self-supervised", not also "supervised", the opposite of what it glosses).
     whole = (t[0] for t in map(tokens, terms.split()) if t)
-    return Entry(re.compile(pattern, re.IGNORECASE), tuple(dict.fromkeys(whole)))
+    return Entry(re.compile(pattern, re.IGNORECASE), tuple(dict.fromkeys(whole)), split[0].lower())
 
 
 @lru_cache(maxsize=8)
