@@ -154,8 +154,11 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
-    if intent.selects:  # "Which of them ...?": one of those, never a paper the question alone would retrieve
-        return Focus(question, tuple(cited), described=True)
+    if intent.selects and len(cited) > 1:  # "Which of them ...?": one of those, never a paper the question alone
+        return Focus(question, tuple(cited), described=True)  # would retrieve
+    # ... unless the list held one paper: "which of them has robots in it?" after a listing that found one is
+    # answered by that paper or the one the description finds, whichever the description fits (below)
+    describes = intent.described or intent.selects
     if intent.compares and not together and Q.names_another(question, one_cited=len(cited) == 1):
         # "How does it differ from NAEViT?", "Compare it with the learnware paper.": the paper pointed at and the one
         # the question names, side by side (two pinned papers not told apart are a summary of both).
@@ -165,7 +168,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             other = first(" ".join(Q.compared_parts(question)[1:]))
         if len(base) == 1 and other and other not in base:
             return Focus(question, base + (other,), side_by_side=True)
-    if intent.described:
+    if describes:
         picked = tuple(cited)
     elif together >= 2 and len(cited) >= 2:
         picked = tuple(cited[:together])
@@ -173,7 +176,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         picked = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
     # "the few-shot one", "For the X agent, ... it ...?"; not "the first one — what loss do they propose?", whose
     # paper is the one in that place
-    if intent.described or (intent.ask and len(picked) == 1 and not Q.by_position(question)):
+    if describes or (intent.ask and len(picked) == 1 and not Q.by_position(question)):
         # the paper the question retrieves first, and the one its description alone does ("ok and the conjoint
         # experiments one — what real data do they test on?": "real data" found the synthetic-data paper discussed)
         description = question.replace(intent.ask, " ") if intent.ask else ""
@@ -181,4 +184,4 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
                       if p and p not in picked)
         if extra:
             return Focus(question, picked + extra, described=True)
-    return Focus(question, picked, described=intent.described)
+    return Focus(question, picked, described=describes)

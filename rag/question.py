@@ -140,6 +140,9 @@ COUNT = re.compile(r"\b" + _COUNTED, re.IGNORECASE)
 # privacy?", "Show me papers about RL" (also dropped from the topic: `evidence.topic_alternatives`).
 LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|work|studies|research)|"
                 r"any\s+(?:papers|work|studies|research)|anything\s+(?:(?:out\s+)?there\s+)?(?:on|about|regarding)|"
+                # "anything using group theory?", "anything in here that makes use of data from the web?"
+                r"anything\s+(?:(?:in\s+)?here\s+)?(?:using|involving|mentioning|related\s+to|to\s+do\s+with|"
+                r"that\s+(?:uses?|makes?\s+use\s+of|involves?|mentions?|studies|stud(?:y|ied)|appl(?:y|ies)))|"
                 # "what's out there on how neural nets learn arithmetic?"
                 r"what(?:'s|’s|s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|regarding)|"
                 # "what's been done on learning people's preferences?"

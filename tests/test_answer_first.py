@@ -1110,6 +1110,13 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
     assert focus("Which of them is about graphs?") == (("privgate", "gnn"), True)
     assert focus("Which one of these uses a benchmark?") == (("privgate", "gnn"), True)
     assert Q.read("Which of the two handles noise?").selects and not Q.read("Which papers handle noise?").selects
+    # After a listing that found one paper, "which of them ...?" may mean one it missed: the paper the description
+    # finds joins the cited one, and the description decides (blind dev conversations: "which of them is the
+    # image+text one?" after a web-data listing that cited only Opt-Miner).
+    one = [history[0], {"role": "assistant", "content": "- PrivGate [1].", "paper_ids": ["privgate"]}]
+    alone = resolve("Which of them is about graphs?", Q.read("Which of them is about graphs?"), one,
+                    locate=lambda s: None, first=lambda text: "gnn")
+    assert (alone.papers, alone.described) == (("privgate", "gnn"), True)
     # A bare ordinal stands for a listed paper when nothing names another thing: "And the second?" is the second.
     for question, i in (("And the second?", 1), ("What does the third propose?", 2), ("Tell me about the first.", 0)):
         assert Q.read(question).refers_back and Q.pointed_at(question, 3) == [i], question
@@ -2167,6 +2174,12 @@ def test_papers_involving_a_topic_is_a_listing() -> None:
     assert topic_alternatives("which papers involve graph neural networks?") == [["graph", "neural", "networks"]]
     # Only as the question's opening: a paper described by its work is one paper.
     assert Q.read("How does the work on shuffling for SGD cut I/O?").kind == "factoid"
+    # Blind dev conversations: "anything using group theory ...?" and "anything in here that makes use of data from
+    # the web?" listed one paper each, read as questions about one.
+    for asked in ("anything using group theory - finite groups, lie groups etc",
+                  "anything in here that makes use of data from the web?", "is there anything that uses diffusion?"):
+        assert Q.read(asked).kind == "summary", asked
+    assert Q.read("anything else?").kind != "summary"
 
 
 def test_a_name_asked_for_is_not_answered_by_a_model_sentence_naming_nothing_new() -> None:
