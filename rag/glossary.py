@@ -57,11 +57,20 @@ class Glossary:
 
 def _entry(plain: str, terms: str) -> Entry:
     split = re.split(r"[\s\-]+", plain)
-    words = [re.escape(w) for w in split]
-    pattern = r"(?<!\w)" + r"[\s\-]+".join(words) + r"s?(?!\w)"  # "picture-and-text" holds "picture"
+    *lead, last = split
+    # the last word in either number: "new categories" also reads "new category", "picture" also "pictures"
+    if last.endswith("ies"):
+        last_pattern = re.escape(last[:-3]) + "(?:y|ies)"
+    elif last.endswith("s") and not last.endswith("ss"):
+        last_pattern = re.escape(last[:-1]) + "s?"
+    else:
+        last_pattern = re.escape(last) + "s?"
+    words = [re.escape(w) for w in lead] + [last_pattern]
+    pattern = r"(?<!\w)" + r"[\s\-]+".join(words) + r"(?!\w)"  # "picture-and-text" holds "picture"
     # Each term whole ("self-supervised", not also "supervised", the opposite of what it glosses).
     whole = (t[0] for t in map(tokens, terms.split()) if t)
-    return Entry(re.compile(pattern, re.IGNORECASE), tuple(dict.fromkeys(whole)), split[0].lower())
+    first = re.sub(r"(?:ies|s)$", "", split[0].lower())  # in either number, as the pattern reads it
+    return Entry(re.compile(pattern, re.IGNORECASE), tuple(dict.fromkeys(whole)), first)
 
 
 @lru_cache(maxsize=8)
