@@ -290,7 +290,8 @@ def test_filtered_bm25_search_keeps_the_order_of_the_full_ranking() -> None:
 def test_hybrid_fusions_score_papers_from_both_retrievers_best_chunks(retriever: Retriever) -> None:
     """'score': best cosine (the lowest cosine read, for a paper only BM25 found) + weight * best BM25 / the best
     BM25; 'rrf': 1 / (rrf_k + dense rank) + bm25_weight / (rrf_k + BM25 rank). Recomputed here from the two
-    retrievers' own results, for every returned paper."""
+    retrievers' own results, for every returned paper, on the question's own words (the glossary off: what it adds
+    is checked in tests/test_glossary.py)."""
     lexical = retriever.lexical
     assert lexical is not None
     k = 6  # few candidates, so that papers found by one retriever only are among those returned
@@ -306,7 +307,7 @@ def test_hybrid_fusions_score_papers_from_both_retrievers_best_chunks(retriever:
         floor, best = min(c.similarity for c in dense), max(bm25.values())
         for share_of, top in (("ceiling", lexical.ceiling(q)), ("best", best)):
             scored = _with(retriever, fusion="score", bm25_score_weight=0.3, bm25_share_of=share_of,
-                           candidates=k).search(q, top_k=10).hits
+                           candidates=k, glossary="off").search(q, top_k=10).hits
             for h in scored:
                 pid = h.paper.paper_id
                 assert h.score == pytest.approx(cos.get(pid, floor) + 0.3 * bm25.get(pid, 0.0) / top), q
@@ -315,7 +316,8 @@ def test_hybrid_fusions_score_papers_from_both_retrievers_best_chunks(retriever:
         dense_rank = {p: i + 1 for i, p in enumerate(dict.fromkeys(c.paper_id for c in dense))}
         bm25_rank = {p: i + 1 for i, p in
                      enumerate(dict.fromkeys(pid for _, pid, _ in lexical.search(q, k)))}
-        for h in _with(retriever, fusion="rrf", bm25_weight=2.0, rrf_k=60, candidates=k).search(q, top_k=10).hits:
+        for h in _with(retriever, fusion="rrf", bm25_weight=2.0, rrf_k=60, candidates=k,
+                       glossary="off").search(q, top_k=10).hits:
             pid = h.paper.paper_id
             want = (1 / (60 + dense_rank[pid]) if pid in dense_rank else 0.0) + \
                 (2.0 / (60 + bm25_rank[pid]) if pid in bm25_rank else 0.0)
