@@ -245,7 +245,7 @@ class LexicalIndex:
             return []
         q = tokens(query)
         q = self._number_forms(q) if number_forms else q
-        more = [w for w in self._number_forms(list(extra)) if w not in q] if extra_weight else []
+        more = self._extra_words(q, extra, extra_weight)
         if not q and not more:
             return []
         # Ask for more when filtering, since filtered-out chunks are dropped after scoring.
@@ -275,8 +275,11 @@ class LexicalIndex:
         if self._bm25 is None or self._postings is None:
             return 0.0
         q = self._number_forms(tokens(query))
-        more = [w for w in self._number_forms(list(extra)) if w not in q] if extra_weight else []
-        return self._best_sum(q) + extra_weight * self._best_sum(more)
+        return self._best_sum(q) + extra_weight * self._best_sum(self._extra_words(q, extra, extra_weight))
+
+    def _extra_words(self, q: list[str], extra: Sequence[str], weight: float) -> list[str]:
+        """The extra words (and their other numbers) not already among the query's, none at weight 0."""
+        return [w for w in self._number_forms(list(extra)) if w not in q] if weight else []
 
     def _best_sum(self, words: list[str]) -> float:
         model: Any = self._bm25
