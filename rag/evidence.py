@@ -326,7 +326,8 @@ class SentenceScorer:
 def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
                     per_paper: int, margin: float,
                     idf: Callable[[list[str]], dict[str, float]] | None = None,
-                    cover_weight: float = 0.0, focus_weight: float = 0.0) -> list[Evidence]:
+                    cover_weight: float = 0.0, focus_weight: float = 0.0, expansion: tuple[str, ...] = (),
+                    expansion_weight: float = 0.0) -> list[Evidence]:
     """Numbered evidence blocks ([1], [2], ...) from the top hits, the best paper first.
 
     A paper's relevance is its best sentence's score plus `cover_weight` times the share of the question's
@@ -344,6 +345,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     pool = hits[: max_papers * 2]
     scored = scorer.score(question, qvec, pool)
     weights = idf(list(dict.fromkeys(tokens(question.scored)))) if idf is not None and cover_weight else {}
+    if weights and expansion and expansion_weight and idf is not None:
+        extra = [w for w in dict.fromkeys(tokens(" ".join(expansion))) if w not in weights]
+        weights.update({w: expansion_weight * v for w, v in idf(extra).items()})
     # Coverage weighs the parts of a description against each other; a question of one part ("Which baselines does
     # TIED outperform?") has nothing to weigh, and its coverage would only repeat the best sentence's cosine. The
     # parts are the user's own words: a follow-up's searched form adds the previous question, and "Is the code

@@ -432,7 +432,9 @@ class Assistant:
                                              per_paper=ans.sentences_per_paper, margin=ans.evidence_margin,
                                              idf=lexical.idf if lexical is not None else None,
                                              cover_weight=ans.evidence_cover_weight,
-                                             focus_weight=ans.evidence_focus_weight)
+                                             focus_weight=ans.evidence_focus_weight,
+                                             expansion=retrieved.expansion,
+                                             expansion_weight=self.settings.retrieval.glossary_weight)
                     # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
                     reason = unanswerable_reason(q, [b.hit.paper for b in blocks])
                     if reason:

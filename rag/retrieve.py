@@ -77,6 +77,7 @@ class Retrieved:
     timings: dict[str, float] = field(default_factory=dict)  # ms: embed, dense, bm25, fuse
 
     query_vector: np.ndarray | None = field(default=None, repr=False)  # reused for evidence: embed once
+    expansion: tuple[str, ...] = ()  # the field's terms the glossary read the question's plain words as
 
     @property
     def best_similarity(self) -> float:
@@ -189,7 +190,7 @@ class Retriever:
         timings["fuse_ms"] = (time.perf_counter() - t) * 1000 - fetch_ms
         timings["dense_ms"] += fetch_ms  # reading the shown chunks' texts is the dense retriever's cost
         timings["retrieve_ms"] = sum(timings.values())
-        return Retrieved(hits=hits, timings=timings, query_vector=qvec)
+        return Retrieved(hits=hits, timings=timings, query_vector=qvec, expansion=tuple(extra))
 
     def _dense(self, qvec: np.ndarray, filters: Filters, allowed: set[str] | None) -> list[StoredChunk]:
         """The nearest `candidates` chunks of allowed papers.

@@ -236,6 +236,16 @@ def denies_sources(sentence: str, cited_text: str = "") -> bool:
     return found is not None and found.group(0).lower() not in cited_text.lower()
 
 
+# "This question requires a detailed explanation of ...", "The question asks about ...": the model talking about the
+# question, which no source states, however close its words come to one (the user study is not the question).
+_ABOUT_QUESTION = re.compile(r"^\W*(?:this|the|your) question\b|^\W*you(?: are|'re)? asking\b", re.IGNORECASE)
+
+
+def about_the_question(sentence: str) -> bool:
+    """Does the sentence speak of the question rather than of the papers ("This question is about ...")?"""
+    return bool(_ABOUT_QUESTION.match(MARKER.sub(" ", sentence)))
+
+
 def unfinished(sentence: str) -> bool:
     """Does the sentence break off: cut with an ellipsis, ending on a colon or inside a hyphenated word, or its last
     word an article, a conjunction or a preposition that needs its object ("... action spaces from [1].", "...
@@ -295,10 +305,11 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
         cited = [n for n in markers_in(s) if n in by_n]
         if CANNOT_ANSWER.lower().rstrip(".") in p.lower():
             continue
-        if _BARE_POLARITY.match(p):
+        unanswering = "a bare yes or no, which no source states" if _BARE_POLARITY.match(p) else \
+            "speaks of the question, not of the papers" if about_the_question(p) else ""
+        if unanswering:
             checks.append(SentenceCheck(sentence=MARKER.sub("", s).strip(), cites=tuple(markers_in(s)),
-                                        supported=False, similarity=0.0,
-                                        note="a bare yes or no, which no source states"))
+                                        supported=False, similarity=0.0, note=unanswering))
             out.append(s)
             continue
         support: dict[int, float] = {}

@@ -2201,3 +2201,38 @@ def test_a_name_asked_for_is_not_answered_by_a_model_sentence_naming_nothing_new
     sentences, checks = checked(raw, q.text, blocks)
     text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw)
     assert mode == "generated" and text.startswith("R-GRPO [1]."), text
+
+
+def test_a_sentence_about_the_question_is_not_an_answer() -> None:
+    # A blind dev question: SmolLM2 opened with "This question is about the mechanism of learning ... [2]", which
+    # shared enough words with its source to pass as supported.
+    q = "How much does PrivGate cut privacy leakage?"
+    _, checks = checked("This question is about PrivGate, a privacy gate for LLM agents [1].", q, [block(PRIV)])
+    assert not checks[0].supported and checks[0].note == "speaks of the question, not of the papers"
+    assert support.about_the_question("The question asks about PrivGate [1].")
+    assert support.about_the_question("You're asking about the privacy gate.")
+    # The user study is a finding, not the model speaking of the question.
+    assert not support.about_the_question("The user study had 18 participants [1].")
+    assert not support.about_the_question("PrivGate answers the question of when to gate [1].")
+
+
+def test_the_glossary_terms_count_towards_which_paper_covers_the_question() -> None:
+    # A blind dev question described a backdoor as "hidden behaviour planted in a model"; retrieval read it as
+    # "backdoor" (rag/glossary.py), and the paper that writes it must cover the question for the evidence too.
+    q = Q.read("Which paper plants a hidden behaviour in an image classifier that survives retraining?")
+    right = make_paper("We propose a persistent backdoor attack whose trigger survives retraining.", "b.txt", 0)
+    other = make_paper("A hidden behaviour of image models.", "o.txt", 1)
+    emb = HashEmbedder()
+    scorer = SentenceScorer(emb, Answering(evidence_phrase_weight=0.0, opening_sentence_penalty=0.0))
+    qvec = emb.embed([q.scored])[0]
+    hits = [Hit(other, 0.5), Hit(right, 0.5)]
+    idf = lambda words: {w: 1.0 for w in words}  # noqa: E731
+    plain = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0)
+    read = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0,
+                           expansion=("backdoor", "trigger"), expansion_weight=1.0)
+    assert [b.hit.paper for b in plain] == [other]
+    assert [b.hit.paper for b in read] == [right]
+    # At weight 0 the expansion counts for nothing.
+    unweighted = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0,
+                                 expansion=("backdoor", "trigger"), expansion_weight=0.0)
+    assert [b.hit.paper for b in unweighted] == [other]
