@@ -232,6 +232,27 @@ class LexicalIndex:
     def __len__(self) -> int:
         return len(self.chunk_ids)
 
+    def idf_or_kin(self, terms: Iterable[str], prefix: int = 5) -> dict[str, float]:
+        """`idf`, and for a term the index does not write, the idf of the commonest indexed word sharing its first
+        `prefix` letters ("verifying" -> "verified"; left out when none does, or when the term is shorter): the word
+        a user inflects differently from the abstracts still names the topic. Words sharing only a prefix with an
+        unrelated common one weigh less, never more, than their own would."""
+        terms = list(terms)
+        out = self.idf(terms)
+        for t in terms:
+            if t in out or len(t) < prefix:
+                continue
+            head = t[:prefix]
+            i = bisect.bisect_left(self._vocab, head)
+            family = []
+            while i < len(self._vocab) and self._vocab[i].startswith(head) and len(family) < 64:
+                family.append(self._vocab[i])
+                i += 1
+            weights = self.idf(family)
+            if weights:
+                out[t] = min(weights.values())
+        return out
+
     def has(self, term: str) -> bool:
         """Is the term an indexed word, as it is or in its other number ("tokens" through "token")?"""
         return term in self._word_ids or any(w in self._word_ids for w in self._number_forms_of(term))

@@ -116,6 +116,20 @@ def test_idf_counts_papers_not_chunks() -> None:
         assert index.idf(["diffusion"]) == {"diffusion": got["diffusion"]}  # remembered, the same
 
 
+def test_a_topic_word_the_index_lacks_weighs_as_its_commonest_kin() -> None:
+    """A blind dev listing asked for papers "verifying" machine-generated data; the abstracts write "verifiers" and
+    "Soft-Verified", so `idf` left the word out and the topic lost it. `idf_or_kin` weighs it as the commonest
+    indexed word sharing its first five letters, never more than that word; a short or kinless word stays out."""
+    index = LexicalIndex.build([("a:0", "a", "verifiers check synthetic data"), ("b:0", "b", "soft verified code"),
+                                ("c:0", "c", "verification of verified agents"), ("d:0", "d", "graph model"),
+                                ("e:0", "e", "graph networks")])
+    known = index.idf(["verified", "verifiers", "verification", "graph"])
+    got = index.idf_or_kin(["verifying", "graph", "gra", "unknownword"])
+    assert got == {"verifying": known["verified"], "graph": known["graph"]}
+    assert known["verified"] == min(known[w] for w in ("verified", "verifiers", "verification"))
+    assert index.idf_or_kin(["verifiers"]) == {"verifiers": known["verifiers"]}  # a known word keeps its own
+
+
 def test_a_query_word_also_finds_its_other_number() -> None:
     """"which paper would help me make my VLM faster?" found SOLAR ("the strongest supervised VLM") and not the paper
     on "Vision-Language Models (VLMs)": the index held the plural, the user typed the singular."""
