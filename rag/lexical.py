@@ -244,7 +244,7 @@ class LexicalIndex:
                 continue
             head = t[:prefix]
             i = bisect.bisect_left(self._vocab, head)
-            family = []
+            family: list[str] = []
             while i < len(self._vocab) and self._vocab[i].startswith(head) and len(family) < 64:
                 family.append(self._vocab[i])
                 i += 1

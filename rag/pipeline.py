@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections import abc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -416,7 +416,8 @@ class Assistant:
                             sorted(blocks, key=lambda b: order.get(b.hit.paper.paper_id, len(order))), start=1)]
                 elif summary:
                     lexical = self.retriever.lexical
-                    idf = lexical.idf_or_kin if lexical is not None else (lambda words: {})
+                    idf: Callable[[list[str]], dict[str, float]] = \
+                        lexical.idf_or_kin if lexical is not None else (lambda words: {})
                     blocks = relevant_papers(q, qvec, retrieved.hits, self._scorer, idf, ans, closest_if_none=False)
                     if not blocks:  # none is clearly on the topic: the closest, said to be only that
                         none_on_topic = True
