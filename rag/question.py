@@ -221,7 +221,7 @@ WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|
                           # "what is the gain attributed to?"
                           r"\b(?:attributed|attributable|due|owing) to\s*(?:[?,;]|$)|"
                           # "what do they say actually explains the improvement?", "what accounts for the gap?"
-                          r"\bwhat\b(?:\s+[\w\-']+){0,4}?\s+(?:explains|accounts for|underlies|is behind)\b|"
+                          r"\bwhat\b(?:\s+[\w\-']+){0,4}?\s+(?:explains|accounts for|underlies|is behind|drives|causes)\b|"
                           # "what real-world problem motivates the paper?", "what's the motivation for ...?"
                           r"\bwhat\b[^?,;]{0,40}?\bmotivat(?:es|ed|e)\b|\bmotivations?\b|"
                           # "what properties of ... make forecasting them hard"

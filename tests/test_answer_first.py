@@ -1599,7 +1599,10 @@ def test_why_one_method_beats_another_asks_for_the_cause_not_for_what_it_beats()
 def test_what_explains_a_gain_asks_for_its_cause() -> None:
     # A blind dev question opened with "this gain cannot be explained by closer teacher matching" before the cause.
     for text in ("In that distillation work, what do they say actually explains the improvement?",
-                 "what accounts for the gap between soft and mixed labels?"):
+                 "what accounts for the gap between soft and mixed labels?",
+                 # a blind dev conversation: answered "R2G (Repel-to-Grokking) Loss [1]." before this was a cause
+                 "that grokking paper with the repulsion loss: what do they say actually drives the jump?",
+                 "what kind of noise causes the drift?"):
         assert "reason" in Q.read(text).asks, text
     # What a theory explains is an effect, not a cause.
     assert "reason" not in Q.read("What does the Bridge-Garden theory explain?").asks
