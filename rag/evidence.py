@@ -617,6 +617,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     scored = scorer.score(question, qvec, hits)
     # The question's frame ("What research here ...") dilutes a sentence's score against the whole question; the
     # topic alone is close to the sentence that is on it ("transformation inversion on general Lie groups").
+    # Asked which papers share their code, a paper saying where its code is holds every availability word asked.
+    available = " ".join(w for ws in alternatives for w in ws if _ASKS_AVAILABILITY.fullmatch(w))
     topic = topic_of(question.scored) if knobs.summary_topic_cover and alternatives else ""
     to_topic = scorer.similarity(topic, hits) if topic else {}
     kept: list[tuple[float, Hit, list[tuple[str, float]]]] = []
@@ -625,6 +627,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         sents = scored.get(pid, [])
         best = max((x for s, x in sents if topical(s, question.scored)), default=0.0)
         text = topical(h.paper.raw, question.scored) + " " + h.paper.title
+        if available and states_availability(h.paper.raw):
+            text += " " + available  # "publicly available", "released", "open-source": one thing, said any way
         cover = topic_cover(alternatives, text) if alternatives else 0.0
         # Without rare topic words (a topic of common words only) the sentence alone decides.
         sure_cover = knobs.summary_sure_cover if alternatives else 0.0

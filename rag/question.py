@@ -588,7 +588,10 @@ def ask_part(question: str) -> str:
     LLM agent paper aim to secure?" -> "Which privacy notion does aim to secure?". A description of one word ("the
     full name of the RHI algorithm") names what is asked about and stays.
     """
-    parts = re.split(r"(?<=[.!])\s+(?=[A-Z])", question.strip())
+    # (a second question typed in lower case starts a part too: "which of those is about coding agents? what do
+    # they generate training trajectories from?")
+    parts = re.split(r"(?<=[.!])\s+(?=[A-Z])|(?<=\?)\s+(?=[A-Z]|(?:what|which|how|who|where|when|why)\b)",
+                     question.strip())
     ask = parts[-1] if len(parts) > 1 and parts[-1].rstrip().endswith("?") else question.strip()
     ask = _LEAD.sub("", ask)
     dash = _DASHED_ASK.search(ask)  # "the paper that ... on voting - which real election data ...?"

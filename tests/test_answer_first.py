@@ -737,6 +737,12 @@ def test_the_clause_that_only_describes_the_paper_is_not_what_is_asked() -> None
                   "election data did they apply it to?").ask == "which real election data did they apply it to?"
     # Nothing but the question, or a one-word description naming what is asked about: no separate ask.
     assert Q.read("How much does PrivGate cut leakage?").ask == ""
+    # A second question typed in lower case after the one picking the paper (a blind dev conversation: "which of
+    # those is about coding agents? what do they generate training trajectories from?" was answered with SERA's
+    # contribution, not with what its trajectories come from).
+    assert Q.read("which of those is about coding agents? what do they generate training trajectories from?").ask \
+        == "what do they generate training trajectories from?"
+    assert Q.read("is it cheap? the paper says so").ask == ""
     assert Q.read("What is the full name of the RHI algorithm?").ask == ""
     assert Q.read("For what class of MDPs is the algorithm built?").ask == ""
     framed = Q.read("In the paper that tunes assistants to empower users, how often did users prefer it?")

@@ -98,6 +98,30 @@ def test_a_paper_whose_sentence_is_close_to_the_topic_alone_is_listed() -> None:
     assert listed(summary_topic_cover=0.0) == []  # the route off: no sentence is close enough to the whole question
 
 
+def test_a_paper_saying_where_its_code_is_holds_every_availability_word_asked() -> None:
+    """A dev conversation: "Which papers say their code is publicly available?" listed one paper of five once
+    "publicly" weighed as its kin "public" (`LexicalIndex.idf_or_kin`): "Code is available at https://..." does not
+    write it. A paper stating availability holds the topic's availability words, however it says it."""
+    from fakes import HashEmbedder
+
+    from rag import question as Q
+    from rag.config import Answering
+    from rag.evidence import SentenceScorer, relevant_papers
+    from rag.parse import make_paper
+    from rag.records import Hit
+
+    emb = HashEmbedder()
+    q = Q.read("Which papers say their code is publicly available?")
+    shared = make_paper("We segment point clouds. Code is available at https://github.com/x/y.", "a.txt", 0)
+    public = make_paper("We retrieve images. Our code is publicly available.", "a.txt", 1)
+    closed = make_paper("We study the code of conduct of listed firms.", "a.txt", 2)
+    rare = {"code": 1.8, "publicly": 3.3, "available": 1.5}
+    k = Answering(summary_min_cover=0.6, summary_min_sentence=0.0, summary_sure_sentence=2.0, summary_topic_cover=0.0)
+    blocks = relevant_papers(q, emb.embed([q.scored])[0], [Hit(p, 1.0) for p in (shared, public, closed)],
+                             SentenceScorer(emb, k), lambda ws: {w: rare[w] for w in ws if w in rare}, k)
+    assert {b.hit.paper.paper_id for b in blocks} == {shared.paper_id, public.paper_id}
+
+
 def test_a_listing_of_a_one_word_field_shows_the_sentence_that_puts_the_paper_in_it() -> None:
     """"Which papers are about robotics?" listed a diffusion paper by its method, which says nothing of robotics; the
     sentence reporting its robotic-control experiments says why it is listed."""
