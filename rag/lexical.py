@@ -235,8 +235,8 @@ class LexicalIndex:
     def idf_or_kin(self, terms: Iterable[str], prefix: int = 5) -> dict[str, float]:
         """`idf`, and for a term the index does not write, the idf of the commonest indexed word sharing its first
         `prefix` letters ("verifying" -> "verified"; left out when none does, or when the term is shorter): the word
-        a user inflects differently from the abstracts still names the topic. Words sharing only a prefix with an
-        unrelated common one weigh less, never more, than their own would."""
+        a user inflects differently from the abstracts still names the topic. Among several words sharing the prefix
+        the commonest gives the lowest weight, the safe one when they are unrelated ("gener": general, generate)."""
         terms = list(terms)
         out = self.idf(terms)
         for t in terms:
