@@ -333,8 +333,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     A paper's relevance is its best sentence's score plus `cover_weight` times the share of the question's
     idf-weighted words found anywhere in it (the glossary's `expansion` of its plain words weighed `expansion_weight`
     times their idf): a paper that is about the whole question ("coding agents for a private repository ... cheaper
-    than reinforcement learning") beats one whose single sentence shares two of its words; and `knobs.evidence_retrieval_weight` times its retrieval score, which weighs all its chunks and names
-    (one sentence echoing a description should not outvote the paper the whole question retrieved). Papers within
+    than reinforcement learning") beats one whose single sentence shares two of its words; and
+    `knobs.evidence_retrieval_weight` times its retrieval score, which weighs all its chunks and names (one sentence
+    echoing a description should not outvote the paper the whole question retrieved). Papers within
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
     with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of the question that asks
     (`Question.ask`), when a clause of it only describes the paper, plus `cue_bonus` when a cause, a comparison, a
