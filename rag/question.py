@@ -405,14 +405,16 @@ _SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:
                       re.IGNORECASE)
 # A name an expansion question asks to spell out: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs").
 _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
+# The word a question for a thing (not a yes/no one) opens with.
+_WH_WORD = r"(?:what|which|how|who|where|when|why)"
 # A second question after the first: "What does SVG stand for, and what does it not need ...?", "Which paper does
 # Bayesian optimization, and on what domains?"
-_SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under)\s+)?"
-                     r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
+_SECOND = re.compile(r"(?:,\s*|\band\s+)(?:(?:on|in|for|with|by|from|at|of|under)\s+)?" + _WH_WORD + r"\b",
+                     re.IGNORECASE)
 # Where a question joined to another begins: "How many people took part in its user study, and how often did they
 # pick the new helper?" (not a relative clause: "the model, where query and result can trade places, ...").
-_AND_SECOND = re.compile(r"(?:,\s*and|\band|;|\?)\s+(?:(?:on|in|for|with|by|from|at|of|under)\s+)?"
-                         r"(?:what|which|how|who|where|when|why)\b", re.IGNORECASE)
+_AND_SECOND = re.compile(r"(?:,\s*and|\band|;|\?)\s+(?:(?:on|in|for|with|by|from|at|of|under)\s+)?" + _WH_WORD
+                         + r"\b", re.IGNORECASE)
 
 
 _GLOSS = re.compile(r"\(\s*(?:(?:how|what|which|who|where|when|why)\b|i\.\s?e\.|e\.\s?g\.)[^()]*\)", re.IGNORECASE)
@@ -591,8 +593,7 @@ def ask_part(question: str) -> str:
     """
     # (a second question typed in lower case starts a part too: "which of those is about coding agents? what do
     # they generate training trajectories from?")
-    parts = re.split(r"(?<=[.!])\s+(?=[A-Z])|(?<=\?)\s+(?=[A-Z]|(?:what|which|how|who|where|when|why)\b)",
-                     question.strip())
+    parts = re.split(r"(?<=[.!])\s+(?=[A-Z])|(?<=\?)\s+(?=[A-Z]|" + _WH_WORD + r"\b)", question.strip())
     ask = parts[-1] if len(parts) > 1 and parts[-1].rstrip().endswith("?") else question.strip()
     ask = _LEAD.sub("", ask)
     dash = _DASHED_ASK.search(ask)  # "the paper that ... on voting - which real election data ...?"
