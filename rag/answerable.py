@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 
 from .evidence import states_cause, topic_alternatives
-from .question import Question
+from .question import Question, compound_parts, read
 from .records import Hit, Paper
 from .text import (
     counts,
@@ -128,7 +128,27 @@ def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | No
 
     e.g. (read("How many milliseconds of latency does PrivGate add?"), [PrivGate]) -> "the abstracts found never
     mention milliseconds of latency"
+
+    A question of two parts is declined only when neither part can be answered: "how are the moves fed to the
+    network, and how many stacked stages does the net have?" still gets its first part ("a real vector space")
+    although "stages" is nowhere. A part of one or two words ("Is the code out, and where?") answers nothing alone.
     """
+    reason = _reason(question, papers)
+    return None if reason and _part_answerable(question, papers) else reason
+
+
+def unanswered_part(question: Question, papers: Sequence[Paper]) -> str | None:
+    """Why one part of a compound question cannot be answered while another can (said under the answer), or None."""
+    reason = _reason(question, papers)
+    return reason if reason and _part_answerable(question, papers) else None
+
+
+def _part_answerable(question: Question, papers: Sequence[Paper]) -> bool:
+    parts = compound_parts(question.text)
+    return len(parts) > 1 and any(len(tokens(p)) >= 2 and _reason(read(p), papers) is None for p in parts)
+
+
+def _reason(question: Question, papers: Sequence[Paper]) -> str | None:
     if not papers:
         return None
     if question.authors and not any(p.authors for p in papers):

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import answer as A
 from . import compose, conversation, presets, support
 from . import question as Q
-from .answerable import gate, unanswerable_reason
+from .answerable import gate, unanswerable_reason, unanswered_part
 from .catalog import Catalog
 from .config import Answering, Settings
 from .embed import Embedder, load_embedder
@@ -443,6 +443,8 @@ class Assistant:
                         timings["total_ms"] = (time.perf_counter() - t0) * 1000
                         yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                         return
+                    if part := unanswered_part(q, [b.hit.paper for b in blocks]):
+                        notices.append(f"{part}, so one part of the question is not answered")
             knobs = self.answering()
             listing = summary and not pinned
             final: tuple[str, str, list, int]  # text, mode, checks, markers dropped
