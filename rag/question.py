@@ -95,7 +95,9 @@ WANTS_SOLUTION = re.compile(
     re.IGNORECASE)
 # How the paper's method does what the question names: "How does the few-shot method for noisy support sets figure
 # out which samples are noisy?" (not how well it does: "how does it compare / perform / scale?").
-WANTS_MECHANISM = re.compile(r"^\W*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:does|do|did)\b", re.IGNORECASE)
+# (also after a description: "For undoing a mystery warp ...: how do they keep every step valid?")
+WANTS_MECHANISM = re.compile(r"(?:^|[:;?.]\s|,\s*(?=and\b))\W*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:does|do|did)\b",
+                             re.IGNORECASE)
 _HOW_WELL = re.compile(r"\b(?:compare[sd]?|perform\w*|fare[sd]?|differ\w*|relate[sd]?|stack up|scale[sd]?|hold up|"
                        r"generaliz\w*|generalis\w*)\b", re.IGNORECASE)
 # The paper's own method as the subject asked about: "the proposed credit-reallocation fix", "their new method".

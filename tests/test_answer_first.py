@@ -2109,6 +2109,23 @@ def test_how_a_method_works_is_not_answered_by_the_fields_background() -> None:
     ours = make_paper("We propose a low-rank method for noisy few-shot support sets. It detects noisy samples by "
                       "their rank anomalies.", "o.txt", 0)
     assert opening_loss(ours, q) == one
+    # Asked after a description of the paper (a blind dev question: "For undoing a mystery warp ...: how do they
+    # keep every sampling step inside the space of valid transformations?"), and as a second question.
+    assert "mechanism" in Q.read("For undoing a warp by sampling warps: how do they keep every step valid?").asks
+    assert "mechanism" in Q.read("What is the support set, and how does the method clean it?").asks
+    assert "mechanism" not in Q.read("In the paper on how models learn, what is the dataset?").asks
+
+
+def test_what_a_method_builds_on_is_answered_by_the_sentence_on_earlier_work() -> None:
+    # A blind dev question ("uhm: the geometric horizon models it generalizes predict over what kind of future?") was
+    # answered by the paper's own method, because the sentence on the earlier models also states their problem.
+    sentences = ["While geometric horizon models predict over a discounted infinite-horizon future, they remain "
+                 "challenged in modeling distant states.",
+                 "We introduce universal horizon models, a generalization that predicts future states under "
+                 "arbitrary horizons."]
+    asked = Q.read("the geometric horizon models it generalizes predict over what kind of future?")
+    assert compose.not_the_problem(asked, sentences) == [0, 1]
+    assert compose.not_the_problem(Q.read("what kind of future do the horizon models predict?"), sentences) == [1]
 
 
 def test_a_fix_asked_for_is_not_answered_by_a_model_sentence_restating_the_trouble() -> None:
