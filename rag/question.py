@@ -214,7 +214,7 @@ WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|
                         re.IGNORECASE)
 # "Why ...?", "what drives / causes / makes it hard ...", "what does X come from", "what problem does X fix": a cause
 # or a difficulty is asked for, which an abstract states with "due to", "driven by", "hindered by" ...
-WANTS_REASON = re.compile(r"(?:^|[,;]\s*|\band\s+)why\b|\bwhat (?:causes|drives|makes)\b|"
+WANTS_REASON = re.compile(r"(?:^|[,;.?:]\s*|\band\s+)why\b|\bwhat (?:causes|drives|makes)\b|"
                           r"\bwhat (?:does|do|did|is|are|was|were)\b(?:\s+[\w\-]+){0,8}?\s+(?:causes?|drivers?|"
                           r"reasons?)\b|\b(?:comes?|stems?|arises?) from\s*(?:[?,;]|$)|"
                           # "what leads agents to get stuck", "what leads to collapse" (not "what does it lead to",
@@ -360,7 +360,8 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     checkpoints implementation downloadable fewer greater percent percentage times factor points only too also just
     vs versus called named name fix solution approach technique catch downside downsides caveat caveats
     shortcoming shortcomings tradeoff tradeoffs trade-off trade-offs trade off offs close closer near optimal
-    optimality bound bounds tight efficient efficiency scalable scale""".split())
+    optimality bound bounds tight efficient efficiency scalable scale against combined combine combining outperform
+    outperforms beat beats real world real-world""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)
@@ -726,8 +727,9 @@ def read(question: str, alone: bool = False) -> Question:
         kind = "which"
     else:
         kind = "factoid"
-    exists = bool(_EXISTS.search(asked)) and not _SECOND.search(asked, 1)
     parts = compound_parts(asked)
+    # "is there a paper that ...? what convinced them ...?" goes on to ask something of that paper, as ", and what".
+    exists = bool(_EXISTS.search(asked)) and not _SECOND.search(asked, 1) and len(parts) == 1
     exists_first = not exists and len(parts) > 1 and bool(_EXISTS.search(parts[0]))
     if exists and not selects:
         # Alternatives name one topic: "anything on making inference cheaper or faster?" is a field of two words.

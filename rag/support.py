@@ -238,7 +238,8 @@ def denies_sources(sentence: str, cited_text: str = "") -> bool:
 
 # "This question requires a detailed explanation of ...", "The question asks about ...": the model talking about the
 # question, which no source states, however close its words come to one (the user study is not the question).
-_ABOUT_QUESTION = re.compile(r"^\W*(?:this|the|your) question\b|^\W*you(?: are|'re)? asking\b", re.IGNORECASE)
+_ABOUT_QUESTION = re.compile(r"^\W*(?:(?:the )?answer to )?(?:this|the|your) question\b|^\W*you(?: are|'re)? asking\b",
+                             re.IGNORECASE)
 
 
 def about_the_question(sentence: str) -> bool:
