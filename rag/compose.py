@@ -513,6 +513,15 @@ def _source_score(sentence: str, cites: tuple[int, ...], blocks: list[Evidence])
                 if _share(words, s) >= 0.5), default=float("-inf"))
 
 
+def _restates_weak(kept: tuple[str, SentenceCheck], blocks: list[Evidence], margin: float) -> bool:
+    """Does the model sentence restate an evidence sentence scored `margin` or more below the best of its cited
+    papers' sentences? (A paraphrase restating none is not judged.)"""
+    sentence, check = kept
+    source = _source_score(sentence, check.cites, blocks)
+    best = max((x for b in blocks if b.n in check.cites for x in b.sentence_scores), default=source)
+    return source > float("-inf") and best - source >= margin
+
+
 def new_names(sentence: str, intent: Question) -> set[str]:
     """The names the sentence writes ("R-GRPO", "OGBench") that the question does not."""
     return set(names_in(MARKER.sub(" ", sentence))) - set(names_in(intent.text)) - set(names_in(intent.searched))
@@ -652,6 +661,11 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     # a sentence restating none keeps the model's order.
     first = max(holding, key=lambda i: (_source_score(kept[i][0], kept[i][1].cites, blocks), -i)) \
         if knobs.reorder_by_evidence else holding[0]
+    if knobs.weak_restatement_margin and _restates_weak(kept[first], blocks, knobs.weak_restatement_margin):
+        # "what did they vary in their experiments?": the model copied "A primary difference between them lies in
+        # ..." while the paper's best sentence for the question ("We conduct experiments on various baseline models,
+        # model sizes and training datasets") is the answer.
+        return fallback(blocks, intent, raw, knobs), "extractive", []
     if intent.which:
         # "Which paper adapts chatbot-style models to anti-doping?" is answered by the sentence naming the paper
         # ("STT-LLM: a structural-temporal tokenization framework ..."), not by the one its description restates.

@@ -241,6 +241,9 @@ class Answering(Group):
                                                        "the paper counts that unit with its number")
     reorder_by_evidence: bool = Field(True, description="the model's sentence restating the best-ranked evidence "
                                                           "sentence answers first, not the one it wrote first")
+    weak_restatement_margin: float = Field(0.5, description="the model's first sentence restating an evidence "
+                                                            "sentence scored at least this much below its paper's "
+                                                            "best does not answer: the evidence answers (0: off)")
     counted_unit_boost: float = Field(1.0, description="inside the evidence paper, added to a sentence stating an "
                                                        "amount and naming the unit a \"how many <unit> ...?\" "
                                                        "question counts (\"200,000+ synthetic trajectories\")")

@@ -787,8 +787,29 @@ def test_the_model_sentence_restating_the_best_ranked_evidence_answers_first() -
                                      Answering(reorder_by_evidence=True, opening_sentence_penalty=0.0))
     assert mode == "generated" and text.startswith("Our method outperforms")
     text, _, _ = compose.factoid(sentences, checks, blocks, q, raw,
-                                  Answering(reorder_by_evidence=False, opening_sentence_penalty=0.0))
+                                  Answering(reorder_by_evidence=False, opening_sentence_penalty=0.0,
+                                            weak_restatement_margin=0.0))
     assert text.startswith("Outdoor LiDAR")
+
+
+def test_a_model_sentence_copying_a_weak_evidence_sentence_does_not_answer() -> None:
+    from rag.config import Answering
+
+    # A blind dev conversation ("what did they vary in their experiments?"): the model copied the paper's framing
+    # sentence, while the paper's best sentence for the question names what was varied.
+    vit = make_paper("A primary difference between them lies in whether visual tokens attend to other tokens. We "
+                     "conduct experiments on various baseline models, model sizes and training datasets.", "v.txt", 0)
+    q = Q.read("what did they vary in their experiments?")
+    raw = "A primary difference between them lies in whether visual tokens attend to other tokens [1]."
+    for scores, margin, expected in (([0.2, 2.0], 0.5, "We conduct"), ([1.8, 2.0], 0.5, "A primary"),
+                                     ([0.2, 2.0], 0.0, "A primary")):
+        blocks = [block(vit, scores=scores)]
+        sentences, checks = checked(raw, q.text, blocks)
+        assert checks[0].supported
+        text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw,
+                                        Answering(weak_restatement_margin=margin, opening_sentence_penalty=0.0))
+        assert text.startswith(expected), (scores, margin, text)
+        assert mode == ("extractive" if expected == "We conduct" else "generated")
 
 
 def test_the_abstracts_opening_background_sentence_does_not_answer_first() -> None:
@@ -816,7 +837,8 @@ def test_the_abstracts_opening_background_sentence_does_not_answer_first() -> No
     assert checks[0].supported and compose.restates_opening(sentences[0], (1,), on)
     text, mode, _ = compose.factoid(sentences, checks, on, q, raw, Answering(opening_sentence_penalty=5.0))
     assert mode == "extractive" and text.startswith("Our method beats the strong competitors")
-    text, mode, _ = compose.factoid(sentences, checks, off, q, raw, Answering(opening_sentence_penalty=0.0))
+    text, mode, _ = compose.factoid(sentences, checks, off, q, raw, Answering(opening_sentence_penalty=0.0,
+                                                                                weak_restatement_margin=0.0))
     assert mode == "generated" and text.startswith("Outdoor LiDAR")
 
 
@@ -1092,7 +1114,8 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
         return got.papers, got.described
 
     for question in ("By how much?", "How much faster?", "On which benchmark?", "Evaluated on how many tasks?",
-                     "Why?", "Tell me more.", "Is the code available?", "What are the main results?"):
+                     "Why?", "Tell me more.", "Is the code available?", "What are the main results?",
+                     "compared against?", "combined with what?", "real-world results?"):
         assert Q.read(question).refers_back and focus(question) == (("privgate",), False), question
     for question in ("What about robotics?", "And which papers use diffusion?", "How much does PrivGate cut leakage?"):
         assert not Q.read(question).refers_back and focus(question) == ((), False), question
@@ -1178,7 +1201,8 @@ def test_a_model_sentence_not_naming_the_noun_asked_for_gives_way_to_the_evidenc
     text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(model_names_noun=True))
     assert mode == "extractive" and text.startswith("The module employs a learnable Non-Uniform Discrete Fourier "
                                                     "Transform (NUDFT)")
-    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(model_names_noun=False))
+    text, mode, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(model_names_noun=False,
+                                                                                weak_restatement_margin=0.0))
     assert mode == "generated" and text.startswith("TFMixer uses a Global Frequency Module")
     # A name asked for: the terse name answers. A noun no evidence sentence names: the model's sentence stays.
     assert compose.names_asked_noun("SeL [1].", (1,), blocks, Q.read("What is the name of the new loss?"))
@@ -1357,8 +1381,11 @@ def test_a_one_sentence_model_answer_is_followed_by_evidence_only_when_asked() -
     blocks = [block(PRIV, scores=[0.9, 0.5, 0.4])]
     sentences, checks = checked(raw, q.text, blocks)
     assert checks[0].supported
-    followed, _, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(evidence_after_answer=True))
-    alone, mode, _ = compose.factoid(sentences, checks, blocks, q, raw, Answering(evidence_after_answer=False))
+    # (the copied sentence is not the paper's best for the question: that rule is off here)
+    followed, _, _ = compose.factoid(sentences, checks, blocks, q, raw,
+                                     Answering(evidence_after_answer=True, weak_restatement_margin=0.0))
+    alone, mode, _ = compose.factoid(sentences, checks, blocks, q, raw,
+                                     Answering(evidence_after_answer=False, weak_restatement_margin=0.0))
     assert mode == "generated" and alone == raw
     assert followed.startswith(raw) and len(followed) > len(raw) and followed.endswith("[1].")
 
@@ -2237,6 +2264,8 @@ def test_a_sentence_about_the_question_is_not_an_answer() -> None:
     assert not checks[0].supported and checks[0].note == "speaks of the question, not of the papers"
     assert support.about_the_question("The question asks about PrivGate [1].")
     assert support.about_the_question("You're asking about the privacy gate.")
+    # A dev conversation ("compared against?"): the model echoed a question of its own.
+    assert support.about_the_question("The answer to the question How does the new approach improve guarantees? [1].")
     # The user study is a finding, not the model speaking of the question.
     assert not support.about_the_question("The user study had 18 participants [1].")
     assert not support.about_the_question("PrivGate answers the question of when to gate [1].")
