@@ -391,7 +391,7 @@ _INTRO = re.compile(r"\b(?:(?:we|this (?:paper|work)|our (?:paper|work))\b[^.;]{
 
 
 # A coined name: a word with two capitals ("PBTO", "Opt-Miner", "SusDiet", "UHM").
-_COINED = re.compile(r"(?<![\w\-])(?=[\w\-]*[A-Z][\w\-]*[A-Z])[A-Za-z][\w\-]+")
+_COINED = re.compile(r"(?<![\w\-–])(?=[\w\-–]*[A-Z][\w\-–]*[A-Z])[A-Za-z][\w\-–]+")
 
 
 def presents_work(sentence: str) -> bool:

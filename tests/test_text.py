@@ -1,6 +1,16 @@
 """Text helpers: LaTeX rendering, sentences, titles, links, lexical tokens."""
 
-from rag.text import clean, clean_lines, derive_title, find_links, latex_to_text, split_sentences, tokens, word_pairs
+from rag.text import (
+    clean,
+    clean_lines,
+    derive_title,
+    find_links,
+    latex_to_text,
+    names_work,
+    split_sentences,
+    tokens,
+    word_pairs,
+)
 
 
 def test_latex_is_rendered_readable() -> None:
@@ -79,3 +89,10 @@ def test_word_pairs_are_adjacent_words_of_one_clause_without_inflections() -> No
     # "language models" and "language modeling" are one pair; a hyphen joins nothing; no pair crosses a comma.
     assert word_pairs("language models") == word_pairs("language modeling") == word_pairs("language-model")
     assert ("privacy", "graph") not in word_pairs("privacy, graphs")
+
+
+def test_the_name_a_paper_gives_its_work() -> None:
+    assert names_work("Motivated by these findings, we propose PBTO, the first persistent attack.") == "PBTO"
+    # LaTeX's "--" is rendered as an en dash: the two capitals are one name ("which paper ...?" is answered by it).
+    assert names_work("To explain this, we introduce the Bridge–Garden Decomposition theory.") == "Bridge–Garden"
+    assert names_work("We propose new algorithms that run in linear time.") == ""
