@@ -731,10 +731,11 @@ def read(question: str, alone: bool = False) -> Question:
     # "is there a paper that ...? what convinced them ...?" goes on to ask something of that paper, as ", and what".
     exists = bool(_EXISTS.search(asked)) and not _SECOND.search(asked, 1) and len(parts) == 1
     exists_first = not exists and len(parts) > 1 and bool(_EXISTS.search(parts[0]))
-    if exists and not selects:
+    if (exists or exists_first) and not selects:
         # Alternatives name one topic: "anything on making inference cheaper or faster?" is a field of two words.
-        topic = re.sub(r"\b[\w\-]+\s+or\s+(?=[\w\-]+)", "", _EXISTS.sub("", unglossed(asked)),
-                       flags=re.IGNORECASE)
+        # (Of "anything on X? what motivates it", the topic is X.)
+        topic = re.sub(r"\b[\w\-]+\s+or\s+(?=[\w\-]+)", "",
+                       _EXISTS.sub("", unglossed(parts[0] if exists_first else asked)), flags=re.IGNORECASE)
         words = len([w for w in tokens(topic) if w not in _FRAME_WORDS])
         # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described
         # in the singular ("Is there work on the privacy risk of the specifications published in learnware?") is

@@ -290,3 +290,9 @@ def test_an_existence_question_that_goes_on_to_ask_of_the_paper_reads_its_topic_
     relative = read("anything on symmetric multimodal retrieval, where the query and the context can be swapped?")
     assert not relative.exists_first and "swapped" in relative.topic_words, relative
     assert not read("How many people took part, and how often did they pick it?").exists_first
+    # The second question may follow a question mark (blind dev conversations): the paper asked for is one paper,
+    # and the second question's words are not the topic ("No abstract mentions convinced").
+    pilot = read("is there a paper that takes out attention from image tokens? what convinced them it was needless?")
+    assert pilot.exists_first and not pilot.exists and "convinced" not in pilot.topic_words, pilot
+    llp = read("anything on learning from aggregate label proportions? what application motivates it")
+    assert llp.exists_first and llp.kind == "which", llp
