@@ -23,6 +23,8 @@ the thing asked for is not in the paper at all. Five checks, all about the evide
 
 All are deliberately narrow (eval/QA.md): a wrong abstention hides an answer the user could have had, and
 questions describe what they ask for in their own words ("which surface", "what property").
+A question of two parts is declined only when no part can be answered; the part that cannot is named under the
+answer (`unanswered_part`).
 """
 
 from __future__ import annotations

@@ -361,7 +361,8 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     vs versus called named name fix solution approach technique catch downside downsides caveat caveats
     shortcoming shortcomings tradeoff tradeoffs trade-off trade-offs trade off offs close closer near optimal
     optimality bound bounds tight efficient efficiency scalable scale against combined combine combining outperform
-    outperforms beat beats real world real-world""".split())
+    outperforms beat beats real world real-world match matches matched up level levels challenge challenges trick
+    tricks known best like case study""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)

@@ -1115,7 +1115,8 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
 
     for question in ("By how much?", "How much faster?", "On which benchmark?", "Evaluated on how many tasks?",
                      "Why?", "Tell me more.", "Is the code available?", "What are the main results?",
-                     "compared against?", "combined with what?", "real-world results?"):
+                     "compared against?", "combined with what?", "real-world results?", "and the main challenges?",
+                     "and the case study?", "matches which model?"):
         assert Q.read(question).refers_back and focus(question) == (("privgate",), False), question
     for question in ("What about robotics?", "And which papers use diffusion?", "How much does PrivGate cut leakage?"):
         assert not Q.read(question).refers_back and focus(question) == ((), False), question
