@@ -24,7 +24,7 @@ the thing asked for is not in the paper at all. Five checks, all about the evide
 All are deliberately narrow (eval/QA.md): a wrong abstention hides an answer the user could have had, and
 questions describe what they ask for in their own words ("which surface", "what property").
 A question of two parts is declined only when no part can be answered; the part that cannot is named under the
-answer (`unanswered_part`).
+answer (`answerability`).
 """
 
 from __future__ import annotations
@@ -125,24 +125,27 @@ _YEAR_GIVEN = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 _PUBLISHED = re.compile(r"\b(?:publish\w*|appear\w*|venue|conference|accepted)\b", re.IGNORECASE)
 
 
-def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | None:
-    """Why these papers cannot answer the question, or None when they may.
+def answerability(question: Question, papers: Sequence[Paper]) -> tuple[str | None, str | None]:
+    """(why these papers cannot answer the question, why one part of it cannot be answered while another can);
+    each None when there is no such reason. The pipeline declines on the first and notes the second under the
+    answer.
 
-    e.g. (read("How many milliseconds of latency does PrivGate add?"), [PrivGate]) -> "the abstracts found never
-    mention milliseconds of latency"
+    e.g. (read("How many milliseconds of latency does PrivGate add?"), [PrivGate]) -> ("the abstracts found never
+    mention milliseconds of latency", None)
 
     A question of two parts is declined only when neither part can be answered: "how are the moves fed to the
     network, and how many stacked stages does the net have?" still gets its first part ("a real vector space")
     although "stages" is nowhere. A part of one or two words ("Is the code out, and where?") answers nothing alone.
     """
     reason = _reason(question, papers)
-    return None if reason and _part_answerable(question, papers) else reason
+    if reason and _part_answerable(question, papers):
+        return None, reason
+    return reason, None
 
 
-def unanswered_part(question: Question, papers: Sequence[Paper]) -> str | None:
-    """Why one part of a compound question cannot be answered while another can (said under the answer), or None."""
-    reason = _reason(question, papers)
-    return reason if reason and _part_answerable(question, papers) else None
+def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | None:
+    """Why these papers cannot answer the question, or None when they may (`answerability`'s first)."""
+    return answerability(question, papers)[0]
 
 
 def _part_answerable(question: Question, papers: Sequence[Paper]) -> bool:

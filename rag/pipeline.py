@@ -21,7 +21,7 @@ from pathlib import Path
 from . import answer as A
 from . import compose, conversation, presets, support
 from . import question as Q
-from .answerable import gate, unanswerable_reason, unanswered_part
+from .answerable import answerability, gate
 from .catalog import Catalog
 from .config import Answering, Settings
 from .embed import Embedder, load_embedder
@@ -437,13 +437,13 @@ class Assistant:
                                              expansion=retrieved.expansion,
                                              expansion_weight=self.settings.retrieval.glossary_weight)
                     # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
-                    reason = unanswerable_reason(q, [b.hit.paper for b in blocks])
+                    reason, part = answerability(q, [b.hit.paper for b in blocks])
                     if reason:
                         notices.append(reason)
                         timings["total_ms"] = (time.perf_counter() - t0) * 1000
                         yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
                         return
-                    if part := unanswered_part(q, [b.hit.paper for b in blocks]):
+                    if part:
                         notices.append(f"{part}, so one part of the question is not answered")
             knobs = self.answering()
             listing = summary and not pinned

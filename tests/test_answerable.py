@@ -5,7 +5,7 @@ from pathlib import Path
 from fakes import HashEmbedder, ScriptedGenerator
 from helpers import make_settings
 
-from rag.answerable import unanswerable_reason, unanswered_part
+from rag.answerable import answerability, unanswerable_reason
 from rag.indexer import build_index
 from rag.parse import make_paper
 from rag.pipeline import Assistant
@@ -45,15 +45,13 @@ def test_a_compound_question_is_declined_only_when_no_part_can_be_answered() -> 
     # "... and how many milliseconds ...": the first part is answerable, so the answer goes ahead and says which part
     # it leaves out.
     q = read("What does PrivGate gate, and how many milliseconds of latency does it add?")
-    assert unanswerable_reason(q, [PRIV]) is None
-    assert unanswered_part(q, [PRIV]) == "the abstracts found never mention milliseconds"
+    assert answerability(q, [PRIV]) == (None, "the abstracts found never mention milliseconds")
     # Both parts ask what the paper never writes.
     both = read("How many milliseconds of latency does PrivGate add, and how many GPUs does it need?")
-    assert unanswerable_reason(both, [PRIV]) == "the abstracts found never mention milliseconds"
-    assert unanswered_part(both, [PRIV]) is None
+    assert answerability(both, [PRIV]) == ("the abstracts found never mention milliseconds", None)
     # A part of a word or two answers nothing alone; one question is not compound.
     assert unanswerable_reason(read("How many milliseconds does PrivGate add, and why?"), [PRIV]) is not None
-    assert unanswered_part(read("What does PrivGate gate?"), [PRIV]) is None
+    assert answerability(read("What does PrivGate gate?"), [PRIV]) == (None, None)
 
 
 def test_a_percentage_no_paper_gives_is_a_reason_to_abstain() -> None:
