@@ -468,9 +468,10 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
         cut = _capital(_PURPOSE.sub("", cut))
     follow = continuation(blocks, n, s) if knobs.continuation_weight and cut == s else ""
     text = _cite(f"{s.rstrip(' .;:')}; {follow[:1].lower()}{follow[1:]}" if follow else cut, n)
-    # A number or an expansion asked for and found, or a long first sentence: complete without a second one.
+    # A number or an expansion asked for and found, or a long first sentence (unless two things are asked):
+    # complete without a second one.
     done = (intent.wants in ("number", "expansion") and answers_asked(intent, text)) or \
-        len(_WORD.findall(text)) >= knobs.complete_answer_words or \
+        (len(_WORD.findall(text)) >= knobs.complete_answer_words and not intent.compound) or \
         (knobs.noun_completes and (names_model(text) if intent.model_asked else holds_noun(text, intent.noun)))
     # A sentence read with its continuation is two of the paper's sentences already.
     more = "" if done or follow else second_sentence(blocks, n, text, knobs)

@@ -304,8 +304,9 @@ class Answering(Group):
                                                       "holds: the sentence the model drew on answers first")
     wrong_kind_penalty: float = Field(0.3, description="... and penalty for one without the kind of thing asked "
                                                        "for (no number for \"how much\")")
-    complete_answer_words: int = Field(1000, ge=1, description="an answer taken from the evidence whose first "
-                                                                "sentence has this many words gets no second one")
+    complete_answer_words: int = Field(32, ge=1, description="an answer taken from the evidence whose first "
+                                                              "sentence has this many words gets no second one "
+                                                              "(unless the question asks two things)")
     noun_completes: bool = Field(True, description="an answer taken from the evidence whose first sentence names "
                                                     "the noun a what/which question asks for gets no second one")
     model_names_noun: bool = Field(True, description="a model sentence answers first only when it names the noun a "

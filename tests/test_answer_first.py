@@ -552,9 +552,11 @@ def test_a_long_sentence_is_kept_whole_unless_a_number_or_expansion_is_asked() -
             "sphere, which makes the representations of cell images from drug screens comparable across plates, "
             "batches and laboratories")
     assert compose.clause(long, Q.read("On what surface are the learned class vectors kept?")) == long
-    # The sentence an answer already shows (or a clause of it) is not added again as its second sentence.
+    # The sentence an answer already shows (or a clause of it) is not added again as its second sentence (with no
+    # length cap, so that a second sentence is added at all).
     paper = make_paper(long + ". Experiments cover three public screens.", "c.txt", 0)
-    out = compose.fallback([block(paper, scores=[0.9, 0.5])], Q.read("On what surface are the class vectors kept?"))
+    out = compose.fallback([block(paper, scores=[0.9, 0.5])], Q.read("On what surface are the class vectors kept?"),
+                           knobs=Answering(complete_answer_words=1000))
     assert out.count("learned class vectors") == 1 and "three public screens" in out
 
 
@@ -1006,6 +1008,27 @@ def test_an_evidence_answer_naming_the_noun_asked_for_needs_no_second_sentence()
     assert not compose.names_asked_noun("We propose a low-rank approximation [1].", (1,), blocks, datasets)
     longer = compose.fallback(blocks, q, knobs=Answering(noun_completes=False))
     assert longer.startswith(short) and "prototype drift" in longer
+
+
+def test_a_long_evidence_sentence_answers_alone_unless_two_things_are_asked() -> None:
+    """An evidence answer whose first sentence has `complete_answer_words` words gets no second sentence (the median
+    answer stays short); a question asking two things keeps the next sentence, which may answer its second part."""
+    campaign = make_paper("Conjoint surveys ask voters to choose between candidate profiles. Methodologically, we "
+                          "derive a closed-form optimizer for the case where only pairwise interactions between the "
+                          "factor levels of the candidate profiles are present in the outcome model. For richer "
+                          "outcome models we use gradient-based optimization with stochastic policies.", "c.txt", 0)
+    blocks = [block(campaign, scores=[0.2, 0.9, 0.6])]
+    first = "Methodologically, we derive a closed-form optimizer"
+    one = Q.read("How do they solve the pairwise case in the conjoint campaign work?")
+    assert not one.compound
+    alone = compose.fallback(blocks, one, knobs=Answering(complete_answer_words=20))
+    assert alone.startswith(first) and "gradient-based" not in alone
+    assert "gradient-based" in compose.fallback(blocks, one, knobs=Answering(complete_answer_words=1000))
+    two = Q.read("How do they solve the pairwise case in the conjoint campaign work, and what do they use for richer "
+                 "outcome models?")
+    assert two.compound
+    both = compose.fallback(blocks, two, knobs=Answering(complete_answer_words=20))
+    assert both.startswith(first) and "gradient-based" in both
 
 
 GHM = make_paper("Model-based RL learns values on imagined trajectories. While geometric horizon models (GHM) "
