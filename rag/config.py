@@ -341,6 +341,11 @@ class Answering(Group):
                                                            "topic itself (the question without its frame) ...")
     summary_topic_cover: float = Field(0.5, description="... while its text holds at least this share of the "
                                                         "alternative's rare-word weight; 0 turns that route off")
+    summary_alone_margin: float = Field(0.15, description="when exactly one paper is on a summary's topic, another "
+                                                          "is too with a best sentence this much below "
+                                                          "`summary_min_sentence` ...")
+    summary_alone_cover: float = Field(0.8, description="... while its text holds at least this share of the "
+                                                        "alternative's rare-word weight; margin 0 turns it off")
     summary_min_idf: float = Field(1.4, description="words commoner than this idf (over papers: in more than about a "
                                                     "quarter of them) do not name a topic")
     support_similarity: float = Field(0.6, description="an answer sentence paraphrases its cited paper when its "

@@ -605,8 +605,10 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     common to much of the corpus ignored) and its best sentence is close enough to the question, or when its best
     sentence is very close and its text holds at least some of those words ("few-shot learning" does not take in a
     contrastive-learning paper through one sentence about learning from few images), or when one of its sentences is
-    close to the topic itself (`topic_of`) and its text holds half of those words. No cut relative to the other
-    papers: a fifth relevant paper is listed however far the fourth is above it. The thresholds are `knobs.summary_*`.
+    close to the topic itself (`topic_of`) and its text holds half of those words. When exactly one paper is, a paper
+    holding most of the words with a sentence a little less close is too (`summary_alone_*`). No cut relative to the
+    other papers: a fifth relevant paper is listed however far the fourth is above it. The thresholds are
+    `knobs.summary_*`.
     """
     if not hits:
         return []
@@ -623,6 +625,7 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     topic = topic_of(question.scored) if knobs.summary_topic_cover and alternatives else ""
     to_topic = scorer.similarity(topic, hits) if topic else {}
     kept: list[tuple[float, Hit, list[tuple[str, float]]]] = []
+    near: list[tuple[float, Hit, list[tuple[str, float]]]] = []  # holding the topic's words, a sentence less close
     for h in hits:
         pid = h.paper.paper_id
         sents = scored.get(pid, [])
@@ -639,13 +642,21 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
                 or (best >= knobs.summary_sure_sentence and cover >= sure_cover)
                 or (topic and closest >= knobs.summary_topic_sentence and cover >= knobs.summary_topic_cover)):
             kept.append((best + cover, h, sents))
+        elif cover >= knobs.summary_alone_cover and best >= knobs.summary_min_sentence - knobs.summary_alone_margin:
+            near.append((best + cover, h, sents))
+    kept.sort(key=lambda k: -k[0])
+    if len(kept) == 1 and alternatives and knobs.summary_alone_margin:
+        # One paper clearly on the topic shows that the question's words name it; the papers holding most of those
+        # words with a sentence a little less close to the question are on it too, listed after it ("motivated by
+        # ... election campaigns": the conjoint-survey paper's sentences are far from so long a question). With none
+        # clearly on it, the topic is not one the abstracts write about, and nothing is added.
+        kept += sorted(near, key=lambda k: -k[0])
     if not kept and not closest_if_none:
         return []
     if not kept:  # nothing clearly on the topic: the closest paper, so the answer still says something cited
         h = hits[0]
         sents = scored.get(h.paper.paper_id, [])
         kept = [(0.0, h, sents)]
-    kept.sort(key=lambda k: -k[0])
     blocks = []
     for n, (_, hit, sents) in enumerate(kept, start=1):
         # "Project page: https://rllab-snu…/UHM/" names a link, not what the paper does ("rl" in "rllab" made it the

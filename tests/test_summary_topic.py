@@ -70,6 +70,41 @@ def test_a_paper_is_listed_on_cover_and_sentence_or_on_a_very_close_sentence() -
     assert close in listed(rare={})  # a topic of common words only: nothing to hold, the sentence decides
 
 
+def test_beside_a_single_paper_on_the_topic_one_holding_its_words_with_a_less_close_sentence_is_listed() -> None:
+    """One paper clearly on the topic shows that the question's words name it; a paper holding most of those words is
+    then listed after it with a sentence `summary_alone_margin` less close (a blind dev listing on "applications in
+    business, politics or public policy, such as ... election campaigns" found only the advertising paper). Not when
+    two papers are clearly on it, nor when none is."""
+    from fakes import HashEmbedder
+
+    from rag import question as Q
+    from rag.config import Answering
+    from rag.evidence import SentenceScorer, relevant_papers
+    from rag.parse import make_paper
+    from rag.records import Hit
+
+    emb = HashEmbedder()
+    q = Q.read("Which papers learn policies from offline data?")
+    on = make_paper("We learn policies from offline data.", "a.txt", 0)
+    off = make_paper("Policies of offline shops differ in many ways and across regions.", "a.txt", 2)  # ~0.53
+    partly = make_paper("Papers learn from offline data and papers.", "a.txt", 3)
+    rare = {"policies": 3.0, "offline": 3.0}
+
+    def listed(papers: tuple[object, ...], margin: float = 0.15, **kw: bool) -> list[object]:
+        knobs = Answering(summary_min_cover=0.6, summary_min_sentence=0.6, summary_sure_sentence=0.8,
+                          summary_alone_margin=margin, summary_alone_cover=0.8)
+        blocks = relevant_papers(q, emb.embed([q.scored])[0], [Hit(p, 1.0) for p in papers],  # type: ignore[arg-type]
+                                 SentenceScorer(emb, knobs), lambda ws: {w: rare[w] for w in ws if w in rare}, knobs,
+                                 **kw)
+        return [b.hit.paper for b in blocks]
+
+    assert listed((off, on)) == [on, off]  # after the paper clearly on the topic
+    assert listed((off, on), margin=0.05) == [on]  # its sentence is ~0.07 short of the bar
+    assert listed((off, on), margin=0.0) == [on]  # off
+    assert listed((on, off, partly)) == [on, partly]  # two clearly on it: the bar stays
+    assert listed((off,), closest_if_none=False) == []  # none clearly on it: nothing is added
+
+
 def test_a_paper_whose_sentence_is_close_to_the_topic_alone_is_listed() -> None:
     """The question's frame dilutes a sentence's score against the whole question (a blind dev listing, "What research
     here uses group theory or symmetry groups?", missed the Lie-groups paper); the topic alone is close to it."""
