@@ -645,11 +645,12 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         elif cover >= knobs.summary_alone_cover and best >= knobs.summary_min_sentence - knobs.summary_alone_margin:
             near.append((best + cover, h, sents))
     kept.sort(key=lambda k: -k[0])
-    if len(kept) == 1 and alternatives and knobs.summary_alone_margin:
+    if len(kept) == 1 and alternatives and knobs.summary_alone_margin and not Q.seeks_one(question):
         # One paper clearly on the topic shows that the question's words name it; the papers holding most of those
         # words with a sentence a little less close to the question are on it too, listed after it ("motivated by
         # ... election campaigns": the conjoint-survey paper's sentences are far from so long a question). With none
-        # clearly on it, the topic is not one the abstracts write about, and nothing is added.
+        # clearly on it, the topic is not one the abstracts write about, and nothing is added; nor when one paper is
+        # asked for ("is there a paper that ..., and what is its dataset?").
         kept += sorted(near, key=lambda k: -k[0])
     if not kept and not closest_if_none:
         return []

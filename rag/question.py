@@ -668,6 +668,19 @@ def without_exists_frame(question: str) -> str:
     return _EXISTS.sub("", question)
 
 
+# One paper sought: "is there a paper that ...", "one study on ..."; not "is anyone doing ...", "is there work on ...".
+_ONE_SOUGHT = re.compile(r"\b(?:is|was)\s+there\s+(?:a|an|one)\b|\b(?:a|an|one)\s+(?:paper|study|article)\b",
+                         re.IGNORECASE)
+
+
+def seeks_one(question: Question) -> bool:
+    """Does it ask whether one paper exists, in the singular ("is there a paper that recommends sustainable meals,
+    and what is its dataset called?"), rather than for all there are ("Are there papers on ...?", "Is anyone doing
+    distillation?")?"""
+    return (question.exists or question.exists_first) and bool(_ONE_SOUGHT.search(question.text)) \
+        and not _PLURAL.search(question.text)
+
+
 # A topic named first, then a listing asked of it in the same message: "ok what about privacy stuff, which papers are
 # about that?" asks "which papers are about privacy stuff?".
 _TOPIC_THEN_LISTING = re.compile(

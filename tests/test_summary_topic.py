@@ -103,6 +103,11 @@ def test_beside_a_single_paper_on_the_topic_one_holding_its_words_with_a_less_cl
     assert listed((off, on), margin=0.0) == [on]  # off
     assert listed((on, off, partly)) == [on, partly]  # two clearly on it: the bar stays
     assert listed((off,), closest_if_none=False) == []  # none clearly on it: nothing is added
+    # Asked whether a paper exists, in the singular, the one found is the answer (a dev conversation's "is there a
+    # paper that recommends sustainable meals, and what is its dataset called?" listed a second paper).
+    q = Q.read("Is there a paper that learns policies from offline data?")
+    assert Q.seeks_one(q) and not Q.seeks_one(Q.read("Are there papers that learn policies from offline data?"))
+    assert listed((off, on)) == [on]
 
 
 def test_a_paper_whose_sentence_is_close_to_the_topic_alone_is_listed() -> None:
