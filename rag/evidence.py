@@ -645,7 +645,7 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         elif cover >= knobs.summary_alone_cover and best >= knobs.summary_min_sentence - knobs.summary_alone_margin:
             near.append((best + cover, h, sents))
     kept.sort(key=lambda k: -k[0])
-    if len(kept) == 1 and alternatives and knobs.summary_alone_margin and not Q.seeks_one(question):
+    if len(kept) == 1 and alternatives and knobs.summary_alone_margin and not question.one_sought:
         # One paper clearly on the topic shows that the question's words name it; the papers holding most of those
         # words with a sentence a little less close to the question are on it too, listed after it ("motivated by
         # ... election campaigns": the conjoint-survey paper's sentences are far from so long a question). With none

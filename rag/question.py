@@ -117,6 +117,10 @@ _EXISTS = re.compile(r"^\s*(?:(?:and|so|ok|okay|also|now)\b[,\s]*)?(?:(?:is|are)
 _TOPIC_WORDS = 3
 _PLURAL = re.compile(r"\b(?:papers|studies|works|articles|are\s+there|do\s+any)\b|^\s*(?:(?:and|so|ok|okay|also|now)\b"
                      r"[,\s]*)?any\b", re.IGNORECASE)
+# One paper sought: "is there a paper that ...", "one study on ..."; not "is anyone doing ...", "is there work on ..."
+# (`Question.one_sought`).
+_ONE_SOUGHT = re.compile(r"\b(?:is|was)\s+there\s+(?:a|an|one)\b|\b(?:a|an|one)\s+(?:paper|study|article)\b",
+                         re.IGNORECASE)
 # Words framing a topic, not naming it: "is there work on ... by dealing with the long tail ...?" said "No abstract
 # mentions dealing".
 _FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
@@ -525,6 +529,9 @@ class Question:
     exists: bool = False  # asks whether a paper on something exists: "Is there a paper on ...?", "Do any papers ...?"
     # asks that, then something of the paper: "Is there a paper on federated learning, and what accuracy did it report?"
     exists_first: bool = False
+    # either, in the singular ("is there a paper that ..., and what is its dataset called?"), not for all there are
+    # ("Are there papers on ...?", "Is anyone doing distillation?")
+    one_sought: bool = False
     model_asked: bool = False  # asks for a model by name: "Which base model ...?" (not "which kind of models ...?")
     counted: bool = False  # asks how many of a unit: "How many athletes ...?" (not "how much compute")
 
@@ -668,19 +675,6 @@ def without_exists_frame(question: str) -> str:
     return _EXISTS.sub("", question)
 
 
-# One paper sought: "is there a paper that ...", "one study on ..."; not "is anyone doing ...", "is there work on ...".
-_ONE_SOUGHT = re.compile(r"\b(?:is|was)\s+there\s+(?:a|an|one)\b|\b(?:a|an|one)\s+(?:paper|study|article)\b",
-                         re.IGNORECASE)
-
-
-def seeks_one(question: Question) -> bool:
-    """Does it ask whether one paper exists, in the singular ("is there a paper that recommends sustainable meals,
-    and what is its dataset called?"), rather than for all there are ("Are there papers on ...?", "Is anyone doing
-    distillation?")?"""
-    return (question.exists or question.exists_first) and bool(_ONE_SOUGHT.search(question.text)) \
-        and not _PLURAL.search(question.text)
-
-
 # A topic named first, then a listing asked of it in the same message: "ok what about privacy stuff, which papers are
 # about that?" asks "which papers are about privacy stuff?".
 _TOPIC_THEN_LISTING = re.compile(
@@ -819,6 +813,8 @@ def read(question: str, alone: bool = False) -> Question:
                     choices=choices_in(question) if kind != "summary" and not _EXISTS.search(question) else (),
                     collection=collection,
                     exists=exists, exists_first=exists_first,
+                    one_sought=(exists or exists_first) and bool(_ONE_SOUGHT.search(question))
+                    and not _PLURAL.search(question),
                     model_asked=noun[:5] in _MODEL_NOUNS and not _A_KIND.search(question),
                     counted=bool(unit) and not duration and quantity is not None
                     and quantity.group(0).lower().startswith("how many"))

@@ -106,7 +106,7 @@ def test_beside_a_single_paper_on_the_topic_one_holding_its_words_with_a_less_cl
     # Asked whether a paper exists, in the singular, the one found is the answer (a dev conversation's "is there a
     # paper that recommends sustainable meals, and what is its dataset called?" listed a second paper).
     q = Q.read("Is there a paper that learns policies from offline data?")
-    assert Q.seeks_one(q) and not Q.seeks_one(Q.read("Are there papers that learn policies from offline data?"))
+    assert q.one_sought and not Q.read("Are there papers that learn policies from offline data?").one_sought
     assert listed((off, on)) == [on]
 
 
