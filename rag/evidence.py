@@ -323,6 +323,14 @@ class SentenceScorer:
         return out
 
 
+# Pronouns and auxiliaries the index's stopword list keeps: they name nothing a paper is about. Counted, a question
+# whose only indexed word is "they" (the rest misspelt or inflected as no abstract writes them: "what evidense do
+# they give that a change in angles drives the late switch from memorizing to generalizing?") would find its whole
+# description in every paper writing "they".
+_FUNCTION_WORDS = frozenset("i me my mine you your yours he him his she her hers they theirs us ours not no nor but if "
+                            "will would did done been being had should could might may must shall doing".split())
+
+
 def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], scorer: SentenceScorer, max_papers: int,
                     per_paper: int, margin: float,
                     idf: Callable[[list[str]], dict[str, float]] | None = None,
@@ -345,7 +353,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
         return []
     pool = hits[: max_papers * 2]
     scored = scorer.score(question, qvec, pool)
-    weights = idf(list(dict.fromkeys(tokens(question.scored)))) if idf is not None and cover_weight else {}
+    words = [w for w in dict.fromkeys(tokens(question.scored)) if w not in _FUNCTION_WORDS]
+    weights = idf(words) if idf is not None and cover_weight else {}
     if weights and expansion and expansion_weight and idf is not None:
         extra = [w for w in dict.fromkeys(tokens(" ".join(expansion))) if w not in weights]
         weights.update({w: expansion_weight * v for w, v in idf(extra).items()})

@@ -9,7 +9,7 @@ from rag.config import Answering
 from rag.evidence import SentenceScorer, select_evidence, states_cause
 from rag.parse import make_paper
 from rag.records import Evidence, Hit, SentenceCheck
-from rag.text import split_sentences
+from rag.text import split_sentences, tokens
 
 SOLAR = make_paper("We produce SOLAR, a self-supervised retrieval framework for symmetric multimodal retrieval. "
                    "Extensive experiments against ten SOTA methods show SOLAR surpasses the strongest supervised VLM "
@@ -2315,3 +2315,24 @@ def test_the_glossary_terms_count_towards_which_paper_covers_the_question() -> N
     unweighted = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0,
                                  expansion=("backdoor", "trigger"), expansion_weight=0.0)
     assert [b.hit.paper for b in unweighted] == [other]
+
+
+def test_a_pronoun_is_no_part_of_the_description_a_paper_covers() -> None:
+    # A blind dev question, its other words misspelt or inflected as no abstract writes them: its only indexed word
+    # was "they", and every paper writing "they" covered the whole description, outweighing the paper retrieved first.
+    q = Q.read("what evidense do they give that a change in angles drives the late switch from memorizing to "
+               "generalizing?")
+    right = make_paper("Angular reorganization is the primary driver of grokking.", "r.txt", 0)
+    other = make_paper("They reshape rollout lengths for faster RL.", "o.txt", 1)
+    emb = HashEmbedder()
+    scorer = SentenceScorer(emb, Answering(evidence_phrase_weight=0.0, opening_sentence_penalty=0.0))
+    qvec = emb.embed([q.scored])[0]
+    hits = [Hit(right, 0.6), Hit(other, 0.5)]
+    vocab = set(tokens(right.abstract + " " + other.abstract))
+    idf = lambda words: {w: 1.0 for w in words if w in vocab}  # noqa: E731
+    blocks = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0)
+    assert [b.hit.paper for b in blocks] == [right]
+    # A content word the other paper writes still counts for it.
+    q = Q.read("what evidense do they give that reshaping rollout lengths helps?")
+    blocks = select_evidence(q, emb.embed([q.scored])[0], hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0)
+    assert [b.hit.paper for b in blocks] == [other]
