@@ -604,7 +604,9 @@ def ask_part(question: str) -> str:
     """
     # (a second question typed in lower case starts a part too: "which of those is about coding agents? what do
     # they generate training trajectories from?")
-    parts = re.split(r"(?<=[.!])\s+(?=[A-Z])|(?<=\?)\s+(?=[A-Z]|" + _WH_WORD + r"\b)", question.strip())
+    # (... and after a full stop: "... against a rival. in which setting can the optimum be written in closed form?")
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z]|(?:(?:in|on|for|with|by|from|at|of|under)\s+)?" + _WH_WORD + r"\b)",
+                     question.strip())
     ask = parts[-1] if len(parts) > 1 and parts[-1].rstrip().endswith("?") else question.strip()
     ask = _LEAD.sub("", ask)
     dash = _DASHED_ASK.search(ask)  # "the paper that ... on voting - which real election data ...?"

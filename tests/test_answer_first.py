@@ -745,6 +745,11 @@ def test_the_clause_that_only_describes_the_paper_is_not_what_is_asked() -> None
     assert Q.read("which of those is about coding agents? what do they generate training trajectories from?").ask \
         == "what do they generate training trajectories from?"
     assert Q.read("is it cheap? the paper says so").ask == ""
+    # ... and one typed in lower case after a full stop (a blind dev question, answered with the paper's framing).
+    assert Q.read("i remember a paper about cleaning up the tiny labelled sets used in few-shot learning. why do bad "
+                  "ones get in there in the first place?").ask == "why do bad ones get in there in the first place?"
+    assert Q.read("a paper on voting. in which setting is the optimum closed-form?").ask == \
+        "in which setting is the optimum closed-form?"
     assert Q.read("What is the full name of the RHI algorithm?").ask == ""
     assert Q.read("For what class of MDPs is the algorithm built?").ask == ""
     framed = Q.read("In the paper that tunes assistants to empower users, how often did users prefer it?")
