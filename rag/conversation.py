@@ -47,6 +47,13 @@ class Focus:
     in_order: bool = False  # the user gave the papers in this order ("AREW and the rollout-shaping paper"): keep it
 
 
+def _named_before(question: str, history: Sequence[Message]) -> bool:
+    """Does the question speak of "the <noun>" the user's previous question named? "and what must the description
+    never give away?" after "... every uploaded model comes with a published description ..." -> True."""
+    last_user = next((m.get("content", "") for m in reversed(history) if m.get("role") == "user"), "")
+    return bool(Q.definite_nouns(question) & set(tokens(last_user)))
+
+
 def previous_citations(history: Sequence[Message], locate: Callable[[str], str | None],
                        at_least: int = 1) -> list[str]:
     """Paper ids the last assistant turn cited, in the order it first cited them; when that is fewer than
@@ -134,6 +141,12 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             return Focus(question, (cited[0], other), side_by_side=True)
     if not intent.refers_back:
         asked = Q.named_words(question)
+        if intent.continues and intent.kind == "factoid" and _named_before(question, history):
+            # "and what must the description never give away?" after a question on "a published description": the
+            # thing the user named is in the paper under discussion.
+            cited = previous_citations(history, locate)
+            if cited:
+                return Focus(question, (cited[0],))
         if intent.summary or not asked or not Q.short(question):
             return Focus(question)
         cited = previous_citations(history, locate)

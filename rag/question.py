@@ -639,6 +639,17 @@ def short(question: str) -> bool:
     return len(question.split()) <= _ELLIPTICAL_WORDS
 
 
+# "the description", "the loss": a definite noun phrase's first word.
+_DEFINITE = re.compile(r"\bthe\s+([a-z][\w-]*)", re.IGNORECASE)
+
+
+def definite_nouns(question: str) -> set[str]:
+    """The words a question puts after "the", beyond the generic ones any question may use: "and what must the
+    description never give away?" -> {"description"}; "what are the results?" -> set()."""
+    generic = _ASPECTS | _NOT_ASKED | _FRAME_WORDS
+    return {t for m in _DEFINITE.finditer(question) for t in tokens(m.group(1)) if t not in generic}
+
+
 def named_words(question: str) -> set[str]:
     """The question's words beyond the generic ones any follow-up may use: "What is the main risk?" -> {"risk"}."""
     return {t for t in tokens(question) if t not in _ASPECTS}

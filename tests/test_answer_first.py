@@ -961,6 +961,27 @@ def test_a_follow_up_that_asks_for_a_paper_of_its_own_is_not_pinned_to_the_last_
     assert focus("Which paper uses it?") == ("conjoint",)
 
 
+def test_a_follow_up_on_the_thing_the_user_named_before_is_about_the_paper_under_discussion() -> None:
+    # A blind dev conversation: "and what must the description never give away?" after a question on "a published
+    # description" of each model was searched alone, and found the unlearning paper ("never interacted").
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "there's a paper about model marketplaces where every model comes with a "
+                                           "published description. could that description leak the training data?"},
+               {"role": "assistant", "content": "Yes [1].", "paper_ids": ["learnware"]}]
+
+    def focus(question: str) -> tuple[str, ...]:
+        return resolve(question, Q.read(question), history, locate=lambda s: None).papers
+
+    assert Q.definite_nouns("and what must the description never give away?") == {"description"}
+    assert focus("and what must the description never give away?") == ("learnware",)
+    # Not a noun the user did not name, nor a generic one, nor a question asking for papers of their own.
+    assert focus("and what must the gradient never give away?") == ()
+    assert focus("and what are the results of the grokking work?") == ()
+    assert focus("and which paper studies the description of agents?") == ()
+    assert focus("and are there papers on the description of agents?") == ()
+
+
 def test_a_follow_up_describing_its_paper_also_considers_the_one_it_retrieves_first() -> None:
     from rag.conversation import resolve
 
