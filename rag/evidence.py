@@ -347,7 +347,8 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     `margin` of the best paper's relevance are kept, best first. Inside a kept paper the sentences are then ranked
     with `with_focus`, plus `knobs.evidence_ask_weight` times their cosine to the part of the question that asks
     (`Question.ask`), when a clause of it only describes the paper, plus `cue_bonus` when a cause, a comparison, a
-    finding or one of two alternatives is asked for.
+    finding or one of two alternatives is asked for. A question picking one of the papers and asking something of it
+    ("which one is about ...? where do ... come from?") ranks them by the part that picks.
     """
     if not hits or max_papers < 1:
         return []
@@ -366,9 +367,15 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     phrase_weight = scorer.knobs.evidence_phrase_weight if len(parts) > 1 else 0.0
     covered = scorer.coverage(parts, pool) if phrase_weight else {}
     ranked: list[tuple[float, int, Hit, list[tuple[str, float]]]] = []
+    # "which one is about how language models get supervised? where do the targets ... come from?": the paper is
+    # picked by the part that says which one, not by a sentence answering the rest ("it comes from ...").
+    by = scored
+    picking = question.text.replace(question.ask, " ") if question.selects and question.ask else ""
+    if tokens(picking):
+        by = scorer.score(Q.read(picking), scorer.embedder.embed([picking])[0], pool)
     for i, h in enumerate(pool):
         sents = scored.get(h.paper.paper_id, [])
-        best = max((s for _, s in sents), default=0.0)
+        best = max((s for _, s in by.get(h.paper.paper_id, [])), default=0.0)
         cover = topic_cover([weights], h.paper.raw + " " + h.paper.title) if weights else 0.0
         retrieval = scorer.knobs.evidence_retrieval_weight * h.score
         phrases = phrase_weight * covered.get(h.paper.paper_id, 0.0)

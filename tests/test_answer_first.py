@@ -2362,3 +2362,19 @@ def test_a_pronoun_is_no_part_of_the_description_a_paper_covers() -> None:
     q = Q.read("what evidense do they give that reshaping rollout lengths helps?")
     blocks = select_evidence(q, emb.embed([q.scored])[0], hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0)
     assert [b.hit.paper for b in blocks] == [other]
+
+
+def test_which_of_them_is_picked_by_the_part_that_picks_not_by_the_rest() -> None:
+    # A blind dev conversation: after a listing, "which one is about how language models get supervised? where do the
+    # targets for the extra supervision come from?" went to the distillation paper, whose "it comes from ..." answers
+    # a "where ... come from?" question.
+    q = Q.read("which one is about how language models get supervised? where do the targets for the extra "
+               "supervision come from?")
+    assert q.selects and q.ask == "where do the targets for the extra supervision come from?"
+    supervised = make_paper("We study how language models get supervised beyond discrete labels.", "n.txt", 0)
+    distilled = make_paper("Instead, the targets for the extra supervision come from the teacher.", "d.txt", 1)
+    emb = HashEmbedder()
+    scorer = SentenceScorer(emb, Answering(evidence_phrase_weight=0.0, opening_sentence_penalty=0.0))
+    hits = [Hit(distilled, 0.5), Hit(supervised, 0.5)]
+    blocks = select_evidence(q, emb.embed([q.scored])[0], hits, scorer, 1, 2, 0.0)
+    assert [b.hit.paper for b in blocks] == [supervised]
