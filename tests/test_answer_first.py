@@ -2321,26 +2321,30 @@ def test_a_sentence_about_the_question_is_not_an_answer() -> None:
     assert not support.about_the_question("PrivGate answers the question of when to gate [1].")
 
 
+def _picked(question: Q.Question, hits: list[Hit], **kwargs: object) -> list[object]:
+    """The papers `select_evidence` keeps for one evidence paper, with a hash embedder and no phrase or opening
+    weights: which paper covers the question is all that is left to decide."""
+    emb = HashEmbedder()
+    scorer = SentenceScorer(emb, Answering(evidence_phrase_weight=0.0, opening_sentence_penalty=0.0))
+    blocks = select_evidence(question, emb.embed([question.scored])[0], hits, scorer, 1, 1, 0.0,
+                             **kwargs)  # type: ignore[arg-type]
+    return [b.hit.paper for b in blocks]
+
+
 def test_the_glossary_terms_count_towards_which_paper_covers_the_question() -> None:
     # A blind dev question described a backdoor as "hidden behaviour planted in a model"; retrieval read it as
     # "backdoor" (rag/glossary.py), and the paper that writes it must cover the question for the evidence too.
     q = Q.read("Which paper plants a hidden behaviour in an image classifier that survives retraining?")
     right = make_paper("We propose a persistent backdoor attack whose trigger survives retraining.", "b.txt", 0)
     other = make_paper("A hidden behaviour of image models.", "o.txt", 1)
-    emb = HashEmbedder()
-    scorer = SentenceScorer(emb, Answering(evidence_phrase_weight=0.0, opening_sentence_penalty=0.0))
-    qvec = emb.embed([q.scored])[0]
     hits = [Hit(other, 0.5), Hit(right, 0.5)]
     idf = lambda words: {w: 1.0 for w in words}  # noqa: E731
-    plain = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0)
-    read = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0,
-                           expansion=("backdoor", "trigger"), expansion_weight=1.0)
-    assert [b.hit.paper for b in plain] == [other]
-    assert [b.hit.paper for b in read] == [right]
+    assert _picked(q, hits, idf=idf, cover_weight=10.0) == [other]
+    assert _picked(q, hits, idf=idf, cover_weight=10.0, expansion=("backdoor", "trigger"),
+                   expansion_weight=1.0) == [right]
     # At weight 0 the expansion counts for nothing.
-    unweighted = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0,
-                                 expansion=("backdoor", "trigger"), expansion_weight=0.0)
-    assert [b.hit.paper for b in unweighted] == [other]
+    assert _picked(q, hits, idf=idf, cover_weight=10.0, expansion=("backdoor", "trigger"),
+                   expansion_weight=0.0) == [other]
 
 
 def test_a_pronoun_is_no_part_of_the_description_a_paper_covers() -> None:
@@ -2350,18 +2354,13 @@ def test_a_pronoun_is_no_part_of_the_description_a_paper_covers() -> None:
                "generalizing?")
     right = make_paper("Angular reorganization is the primary driver of grokking.", "r.txt", 0)
     other = make_paper("They reshape rollout lengths for faster RL.", "o.txt", 1)
-    emb = HashEmbedder()
-    scorer = SentenceScorer(emb, Answering(evidence_phrase_weight=0.0, opening_sentence_penalty=0.0))
-    qvec = emb.embed([q.scored])[0]
     hits = [Hit(right, 0.6), Hit(other, 0.5)]
     vocab = set(tokens(right.abstract + " " + other.abstract))
     idf = lambda words: {w: 1.0 for w in words if w in vocab}  # noqa: E731
-    blocks = select_evidence(q, qvec, hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0)
-    assert [b.hit.paper for b in blocks] == [right]
+    assert _picked(q, hits, idf=idf, cover_weight=10.0) == [right]
     # A content word the other paper writes still counts for it.
     q = Q.read("what evidense do they give that reshaping rollout lengths helps?")
-    blocks = select_evidence(q, emb.embed([q.scored])[0], hits, scorer, 1, 1, 0.0, idf=idf, cover_weight=10.0)
-    assert [b.hit.paper for b in blocks] == [other]
+    assert _picked(q, hits, idf=idf, cover_weight=10.0) == [other]
 
 
 def test_which_of_them_is_picked_by_the_part_that_picks_not_by_the_rest() -> None:
@@ -2373,8 +2372,4 @@ def test_which_of_them_is_picked_by_the_part_that_picks_not_by_the_rest() -> Non
     assert q.selects and q.ask == "where do the targets for the extra supervision come from?"
     supervised = make_paper("We study how language models get supervised beyond discrete labels.", "n.txt", 0)
     distilled = make_paper("Instead, the targets for the extra supervision come from the teacher.", "d.txt", 1)
-    emb = HashEmbedder()
-    scorer = SentenceScorer(emb, Answering(evidence_phrase_weight=0.0, opening_sentence_penalty=0.0))
-    hits = [Hit(distilled, 0.5), Hit(supervised, 0.5)]
-    blocks = select_evidence(q, emb.embed([q.scored])[0], hits, scorer, 1, 2, 0.0)
-    assert [b.hit.paper for b in blocks] == [supervised]
+    assert _picked(q, [Hit(distilled, 0.5), Hit(supervised, 0.5)]) == [supervised]
