@@ -26,6 +26,7 @@ from .question import read as read_question
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
 from .sanitize import sanitize_source
 from .support import numbers_in
+from .symbols import stand_for
 from .text import (
     MARKER,
     chosen,
@@ -392,13 +393,15 @@ def names_asked_noun(sentence: str, cites: tuple[int, ...], blocks: list[Evidenc
 
 def definition(blocks: list[Evidence], intent: Question) -> tuple[int, str, str] | None:
     """(n, name, expansion) where evidence paper n spells out the name an expansion question asks about ("What
-    does GHM stand for?" -> "geometric horizon models (GHM)"), the best paper first; its whole abstract is read, not
-    only the evidence sentences, and never a sentence addressed to an assistant."""
-    if intent.wants != "expansion" or not intent.acronym:
+    does GHM stand for?" -> "geometric horizon models (GHM)"; "what does H stand for?" -> "the episode horizon"), the
+    best paper first; its whole abstract is read, not only the evidence sentences, and never a sentence addressed
+    to an assistant."""
+    if intent.wants != "expansion" or not (intent.acronym or intent.symbols):
         return None
     for b in blocks:
         text = " ".join(s for s in split_sentences(b.hit.paper.abstract) if not addressed(s))
-        found = expansion_of(intent.acronym, text)
+        # A symbol of a bound ("what does H stand for?") is defined by a "where ... denote" clause.
+        found = expansion_of(intent.acronym, text) if intent.acronym else stand_for(intent.symbols, text)
         if found:
             return b.n, sanitize_source(found[0]), sanitize_source(found[1])
     return None
@@ -447,7 +450,7 @@ def fallback(blocks: list[Evidence], intent: Question, raw: str = "", knobs: Ans
     defined = definition(blocks, intent)
     if defined:
         n, name, words = defined
-        text = _cite(f"{name} stands for {words}", n)
+        text = _cite(f"{name} {'stand' if len(intent.symbols) > 1 else 'stands'} for {words}", n)
         if not intent.compound:
             return text
         rest = _from_evidence(blocks, intent, raw, knobs)

@@ -212,7 +212,7 @@ WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|smal
                           r"by what|what (is|was) the (size|number|count)|how (high|low|high up|deep))\b|"
                           # a fragment ending on a bound: "noise level up to?", "speedup of at most?"
                           r"\b(up to|at (most|least))\s*\?", re.IGNORECASE)
-WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat)", re.IGNORECASE)
+WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat|denotes?\b)", re.IGNORECASE)
 WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
                         r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?|algorithms?)\b|\bname",
                         re.IGNORECASE)
@@ -413,6 +413,17 @@ _SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:
                       re.IGNORECASE)
 # A name an expansion question asks to spell out: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs").
 _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
+# The symbols an expansion question asks about, between its wh-word and the verb: "what does H stand for in their
+# bound?", "what the S, A, H and T in their bounds stand for".
+_SYMBOLS_ASKED = re.compile(r"\b(?:what|which)\b(.{0,60}?)\b(?:stands?|stood|denotes?)\b", re.IGNORECASE)
+_LETTER = re.compile(r"(?<![\w\\$])[A-Za-z](?![\w])")
+
+
+def symbols_asked(text: str) -> tuple[str, ...]:
+    """The lone letters an expansion question asks to spell out: "What does H denote?" -> ("H",); not the article
+    "a" nor "I"."""
+    m = _SYMBOLS_ASKED.search(text)
+    return tuple(dict.fromkeys(x for x in _LETTER.findall(m.group(1)) if x not in "aiI")) if m else ()
 # The word a question for a thing (not a yes/no one) opens with.
 _WH_WORD = r"(?:what|which|how|who|where|when|why)"
 # A second question after the first: "What does SVG stand for, and what does it not need ...?", "Which paper does
@@ -437,6 +448,21 @@ def unglossed(question: str) -> str:
     """The question without a gloss of its topic or a request after it: "Is anyone doing distillation, i.e.
     compressing one model into another? Give me a quick overview." -> "Is anyone doing distillation?"."""
     return _TOPIC_GLOSS.sub("", question)
+
+
+# A kind asked for, a "how ..." inside it saying of what: "on what kind of data do they check how far off the
+# estimates are?" asks for a kind of data, not a distance; not past a second question (", and how big is ...?").
+_KIND_OF = re.compile(r"\b(?:what|which) (?:kinds?|types?|sorts?) of\b", re.IGNORECASE)
+_NEXT_QUESTION = re.compile(r"[?;]|,\s*(?:and|or|but)\b|\band (?:how|what|which|why)\b", re.IGNORECASE)
+
+
+def _kind_asked(main: str) -> bool:
+    """Does every number the question seems to ask for sit inside a "what kind of ..." question?"""
+    kind = _KIND_OF.search(main)
+    found = list(WANTS_NUMBER.finditer(main))
+    if kind is None or not found:
+        return False
+    return all(n.start() > kind.start() and not _NEXT_QUESTION.search(main[kind.end():n.start()]) for n in found)
 
 
 def compound_parts(question: str) -> tuple[str, ...]:
@@ -510,6 +536,7 @@ class Question:
     noun: str = ""  # the noun a "what/which ..." question asks for: "which datasets does ..." -> "datasets"
     ask: str = ""  # what is asked, without the clause describing the paper (`ask_part`); "" when that is all of it
     acronym: str = ""  # the name an expansion question asks to spell out: "What does GHM stand for?" -> "GHM"
+    symbols: tuple[str, ...] = ()  # the symbols one asks about instead: "What does H stand for in the bound?" -> H
     compound: bool = False  # asks a second thing: "What does SVG stand for, and what does it not need?"
     selects: bool = False  # asks which of the earlier papers: "Which of them is about graphs?"
     availability: bool = False  # asks whether code, data or weights are available: "Is the code available?"
@@ -584,7 +611,10 @@ class Question:
         inference?" -> ["speculative", "decoding", "faster", "llm", "inference"]; of a question going on to ask
         something of that paper, the first part's ("..., and what accuracy did it report?")."""
         asked = compound_parts(self.text)[0] if self.exists_first else self.text  # not what it then asks of it
-        return [w for w in dict.fromkeys(tokens(without_exists_frame(proper(asked)))) if w not in _FRAME_WORDS]
+        # Examples of the topic are not the topic: "... or tasks where the order of the inputs matters" (after
+        # "e.g.") would have the answer say that no abstract mentions "matters".
+        return [w for w in dict.fromkeys(tokens(without_exists_frame(proper(unglossed(asked)))))
+                if w not in _FRAME_WORDS]
 
     def distinctive(self, paper_words: set[str]) -> tuple[str, ...]:
         """Rare terms the paper contains: a short question ("What does SOLAR stand for?") has a low cosine to any
@@ -775,6 +805,8 @@ def read(question: str, alone: bool = False) -> Question:
             if (pattern.search(main) or (k == "overview" and _ONE_PAPER.search(question)))
             # A second question asks something narrower: "is there a paper that ..., and what is its dataset?"
             and not (k == "overview" and (kind == "summary" or _SECOND.search(question, 1)))]
+    if "number" in asks and _kind_asked(main):
+        asks.remove("number")
     if kind == "summary" and COUNT.search(question):  # the number asked for is the listing's length
         asks = ["count"] + [k for k in asks if k != "number"]
     quantity = _QUANTITY.search(main)
@@ -789,9 +821,9 @@ def read(question: str, alone: bool = False) -> Question:
     described = bool(_DESCRIBED.search(question)) or selects
     m = _ASKED_NOUN.search(question)
     # "Which paper proposes SOLAR?" asks for a paper, "What does SOLAR stand for?" for no noun: the phrase opens with
-    # one of _NOT_ASKED or a verb.
+    # one of _NOT_ASKED or a verb; nor does "what else does their method do better?" ("else" is no noun).
     opens = (m.group(1) + m.group(2)).split()[0].lower() if m else ""
-    noun = m.group(2).lower() if m and opens not in _NOT_ASKED and not re.fullmatch(_AUX, opens) else ""
+    noun = m.group(2).lower() if m and opens not in _NOT_ASKED | {"else"} and not re.fullmatch(_AUX, opens) else ""
     ask = ask_part(question)
     if defined_term(question) and not asks:
         asks.append("definition")
@@ -820,6 +852,7 @@ def read(question: str, alone: bool = False) -> Question:
                     or (kind != "summary" and elliptical(question)), described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
+                    symbols=symbols_asked(ask or question) if "expansion" in asks and not named else (),
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
                     availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)),
                     limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
@@ -878,6 +911,12 @@ def names_in(text: str) -> list[str]:
 def names_as_written(text: str) -> list[str]:
     """`names_in` in the text's own case: "Is TIED model-based?" -> ["TIED"]."""
     return [w for w in re.findall(r"\b[A-Z][\w\-]*[A-Z0-9][\w\-]*", text) if w.lower() not in _NO_NAMES]
+
+
+def typed_lower(text: str) -> list[str]:
+    """The words the text types all in lower case, a name among them perhaps ("rhi", "stt-llm"): not the words
+    written in capitals (`names_as_written`) nor those that name no paper (`_NO_NAMES`)."""
+    return [w for w in re.findall(r"\b[a-z][a-z0-9\-]*[a-z0-9]\b", text) if len(w) >= 3 and w not in _NO_NAMES]
 
 
 # A follow-up that opens with the name it then points back at: "and SERA, what training does it use instead of RL?",

@@ -685,6 +685,8 @@ def test_the_noun_asked_for_and_the_words_that_only_name_an_earlier_paper() -> N
     assert Q.read("What reinforcement learning algorithm is introduced in Opt-Miner?").noun == "algorithm"
     assert Q.read("Which datasets does the few-shot one use?").noun == "datasets"
     assert Q.read("Which paper proposes SOLAR?").noun == "" and Q.read("What does SOLAR stand for?").noun == ""
+    # A blind dev question: no sentence says "else", so none the model wrote could name the noun asked for.
+    assert Q.read("besides reaching good designs sooner, what else does their method do better?").noun == ""
     # "the few-shot one" picks the paper among the earlier ones; inside it, it says nothing about the sentence.
     drill = Q.read("Which datasets does the few-shot one use?").in_context("q", pinned=("a", "b"))
     assert "few-shot" not in drill.asked and "datasets" in drill.asked
@@ -1094,6 +1096,42 @@ def test_an_expansion_the_evidence_defines_is_the_answer_itself() -> None:
     assert compose.fallback([block(GHM, scores=[0.2, 0.9, 0.5])], both).startswith("While geometric horizon models")
     unknown = Q.read("What does XYZ stand for?")
     assert unknown.acronym == "XYZ" and "stands for" not in compose.fallback(blocks, unknown)
+
+
+BOUND = make_paper("We formulate exact unlearning in reinforcement learning. We construct such an algorithm for "
+                   "tabular Markov decision processes (MDPs), which achieves a regret bound of $O(H^2 \\sqrt{SAT})$, "
+                   "where $S, A, H$, and $T$ denote the number of states, the number of actions, the episode horizon, "
+                   "and the number of episodes, respectively. Our robust variant needs $O(SA\\mathcal{H}^2)$ "
+                   "samples, where $S,A$ are the number of states and actions, and $\\mathcal{H}$ is the robust "
+                   "optimal span.", "a.txt", 6)
+
+
+def test_a_symbol_of_a_bound_is_answered_by_what_the_abstract_says_it_denotes() -> None:
+    """Blind dev questions: "exact unlearning for rl - what does H stand for in their regret bound" was answered
+    "We construct such a ... algorithm for tabular Markov decision processes (MDPs) [1]." (the clause spelling out an
+    acronym), and "remind me what the S, A, H and T in their bounds stand for" with a sentence defining none: the
+    "where ... denote ..., respectively" clause says what each symbol is."""
+    from rag.symbols import meanings, stand_for
+
+    assert meanings(BOUND.abstract)[0] == (("S", "A", "H", "T"), ("the number of states", "the number of actions",
+                                                                  "the episode horizon", "the number of episodes"))
+    assert stand_for(("H",), BOUND.abstract) == ("H", "the episode horizon")  # the first definition wins
+    assert stand_for(("S", "A"), "Bounds hold, where $S,A$ are the number of states and actions.") == (
+        "S and A", "the number of states and actions")  # defined together: said once
+    assert stand_for(("H",), "We bound the error, where $\\mathcal{H}$ is the robust optimal span.") == (
+        "H", "the robust optimal span")
+    assert stand_for(("K",), BOUND.abstract) is None
+    q = Q.read("exact unlearning for rl - what does H stand for in their regret bound")
+    assert (q.wants, q.acronym, q.symbols) == ("expansion", "", ("H",))
+    assert Q.read("What does H denote in the sample complexity bound?").symbols == ("H",)
+    assert Q.read("what does a TIED model stand for?").symbols == ()  # an acronym asked, no symbol
+    blocks = [block(BOUND, scores=[0.2, 0.9, 0.5])]
+    assert compose.fallback(blocks, q) == "H stands for the episode horizon [1]."
+    every = Q.read("remind me what the S, A, H and T in their bounds stand for")
+    assert every.symbols == ("S", "A", "H", "T")
+    assert compose.fallback(blocks, every) == ("S, A, H and T stand for the number of states, the number of "
+                                               "actions, the episode horizon and the number of episodes [1].")
+    assert "stand" not in compose.fallback(blocks, Q.read("What does Q stand for in the bound?"))
 
 
 def test_a_comparison_with_a_paper_described_after_one_answer_sets_both_side_by_side_though_it_says_they() -> None:
@@ -1627,6 +1665,17 @@ def test_a_fragment_ending_on_a_bound_asks_for_a_number() -> None:
     assert "number" in Q.read("noise level up to?").asks
     assert "number" in Q.read("speedup of at most?").asks
     assert "number" not in Q.read("Is the code up to date?").asks
+
+
+def test_a_kind_asked_for_is_no_number_though_a_how_inside_it_says_of_what() -> None:
+    """A blind dev question: "... on what kind of data do they check how far off the estimates are and how often the
+    intervals contain the truth?" asks for a kind of data; a second question after it can still ask a number."""
+    assert "number" not in Q.read("on what kind of data do they check how far off the estimates are and how often "
+                                  "the intervals contain the truth?").asks
+    assert "number" not in Q.read("what kind of theorem do they prove about how much data each task needs?").asks
+    for number in ("Opt-Miner: what kind of problems does it synthesize, and how big are the agents it matches?",
+                   "how often do the intervals contain the truth?"):
+        assert "number" in Q.read(number).asks, number
 
 
 def test_a_short_follow_up_in_the_papers_own_words_stays_on_it_however_it_spells_them() -> None:
