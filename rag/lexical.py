@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .bm25_counts import Counts, take_order
-from .text import tokens
+from .text import tokens, without_ending
 
 log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG on its own handler
@@ -252,6 +252,21 @@ class LexicalIndex:
             if weights:
                 out[t] = min(weights.values())
         return out
+
+    def writes_stem(self, stem: str, letters: int = 5, limit: int = 512) -> bool:
+        """Does an indexed word share the stem: one of the two stems begins the other ("robotic" ~ "robot",
+        "federat" ~ "federated"), not only their first `letters` letters ("transl", from "translation", is not
+        "transfer")? The words sharing those letters are read, at most `limit` of them (then it is taken as shared)."""
+        head = stem[:letters]
+        start = bisect.bisect_left(self._vocab, head)
+        for i in range(start, len(self._vocab)):
+            word = self._vocab[i]
+            if not word.startswith(head):
+                return False
+            if i - start >= limit or word.startswith(stem) or (len(own := without_ending(word)) >= 4
+                                                               and stem.startswith(own)):
+                return True
+        return False
 
     def has(self, term: str) -> bool:
         """Is the term an indexed word, as it is or in its other number ("tokens" through "token")?"""

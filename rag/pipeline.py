@@ -263,7 +263,8 @@ class Assistant:
                     len(q.pinned))
         # A question naming one paper ("what problem does FoundObj solve?", "is TIED model-based?") is about that
         # paper, however well another one's sentences match its other words; searched within the user's filters.
-        named = None if q.pinned or q.summary or q.compares else self.retriever.paper_named(Q.names_as_written(q.text))
+        named = None if q.pinned or q.summary or q.compares else self.retriever.paper_named(
+            Q.names_as_written(q.text), Q.typed_lower(q.text))
         if named and not (filters and filters.paper_ids and named not in filters.paper_ids):
             only = self.retriever.search(q.searched, replace(filters or Filters(), paper_ids=frozenset({named})),
                                          top_k=top_k)

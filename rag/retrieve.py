@@ -44,6 +44,7 @@ from .store import ChunkStore, StoredChunk
 from .text import spelled_out, tokens, without_ending
 
 _NAME_CHUNKS = 12  # BM25 chunks read for the papers writing a name (`Retriever.paper_named`)
+_AS_NAME = re.compile(r"[A-Z][\w\-]*[A-Z0-9][\w\-]*")  # a word written as a name: "RHI", "STT-LLM", "R2G"
 
 
 @dataclass(frozen=True)
@@ -242,38 +243,59 @@ class Retriever:
         return tuple(dict.fromkeys(out))
 
     def unmentioned(self, words: list[str]) -> tuple[str, ...]:
-        """Words no abstract uses in any form: their stem ("federated" -> "feder", "speeding" -> "speed") begins no
-        indexed word. e.g. ["speculative", "decoding"] -> ("speculative",) in the seeds. Words under five letters and
-        hyphenated ones (whose parts are checked) are left out."""
+        """Words no abstract uses in any form: no indexed word shares their stem (`LexicalIndex.writes_stem`:
+        "speeding" -> "speed"; "translation" -> "transl", which "transfer" does not share). e.g. ["speculative",
+        "decoding"] -> ("speculative",) in the seeds. Words under five letters and hyphenated ones (whose parts are
+        checked) are left out."""
         if self.lexical is None or not len(self.lexical):
             return ()
         out = []
         for word in words:
             if len(word) < 5 or "-" in word or any(c.isdigit() for c in word):
                 continue
-            stem = without_ending(word)[:5]
-            if len(stem) >= 4 and not self.lexical.knows(stem):
+            stem = without_ending(word)
+            if len(stem) >= 4 and not self.lexical.writes_stem(stem):
                 out.append(word)
         return tuple(out)
 
-    def paper_named(self, names: list[str]) -> str | None:
+    def paper_named(self, names: list[str], lowered: list[str] | tuple[str, ...] = ()) -> str | None:
         """The one paper whose name a question writes (`names` as written: "FoundObj", "TIED"): a name that one paper
         alone writes in that case, not a field's acronym ("GNN"); None when no name is, or names of two papers are.
-        The papers of the name's best `_NAME_CHUNKS` BM25 chunks are read for it."""
+        A word typed in lower case (`lowered`: "rhi - what does it guarantee?") names a paper when one paper writes
+        it, and only as a name ("RHI"): a word any of those papers writes in lower case is a word ("tied", "solar
+        cells"). The papers of the word's best `_NAME_CHUNKS` BM25 chunks are read for it."""
         if self.lexical is None:
             return None
         found = set()
         for name in names:
             if spelled_out(name):
                 continue
-            ids = list(dict.fromkeys(pid for _, pid, _ in self.lexical.search(name, k=_NAME_CHUNKS,
-                                                                                number_forms=False)))
-            papers = self.catalog.get_many(ids)
-            exact = re.compile(r"(?<![\w\-])" + re.escape(name) + r"(?![\w\-])")
-            writing = [p for p in ids if p in papers and exact.search(papers[p].raw + " " + papers[p].title)]
+            writing = self._writing(name, re.compile(r"(?<![\w\-])" + re.escape(name) + r"(?![\w\-])"))
+            if len(writing) == 1:
+                found.add(writing[0])
+        for word in self.rare_terms(" ".join(w for w in lowered if not spelled_out(w))):
+            any_case = re.compile(r"(?<![\w\-])" + re.escape(word) + r"(?![\w\-])", re.IGNORECASE)
+            writing = self._writing(word, any_case, only_as_name=True)
             if len(writing) == 1:
                 found.add(writing[0])
         return found.pop() if len(found) == 1 else None
+
+    def _writing(self, word: str, pattern: re.Pattern[str], only_as_name: bool = False) -> list[str]:
+        """The papers, among those of the word's best BM25 chunks, whose text the pattern finds; with `only_as_name`,
+        none when one of them writes it otherwise than as a name."""
+        assert self.lexical is not None
+        ids = list(dict.fromkeys(pid for _, pid, _ in self.lexical.search(word, k=_NAME_CHUNKS, number_forms=False)))
+        papers = self.catalog.get_many(ids)
+        writing = []
+        for pid in ids:
+            if pid not in papers:
+                continue
+            seen = pattern.findall(papers[pid].raw + " " + papers[pid].title)
+            if only_as_name and any(not _AS_NAME.fullmatch(w) for w in seen):
+                return []
+            if seen:
+                writing.append(pid)
+        return writing
 
     def rare_terms(self, text: str) -> tuple[str, ...]:
         """Words of the text few papers use: the papers of each word's best `limit * 4 + 8` BM25 chunks number

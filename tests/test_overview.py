@@ -45,6 +45,9 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
         assert Q.read(asked).exists, asked
     assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").topic_words == [
         "speculative", "decoding", "faster", "llm", "inference"]
+    # Examples of the topic are not its words: a blind dev listing had been answered "No abstract mentions matters".
+    assert Q.read("Any papers about the order in which data comes, e.g. shuffling training data, or tasks where the "
+                  "order of the inputs matters?").topic_words == ["order", "data", "comes"]
     # As typed in the chat: "any robotics papers?" had been a factoid, "is any paper about robots?" a yes/no.
     for typed, topic in (("any robotics papers?", ["robotics"]), ("is any paper about robots?", ["robots"]),
                          ("Are any of the papers about privacy?", ["privacy"])):

@@ -299,6 +299,18 @@ def test_a_question_naming_one_paper_is_answered_from_that_paper(built) -> None:
                      "How does PrivGate differ from SERA?"):
         assert named(question) is None, question
     assert named("What does SOLAR beat?") is not None
+    # Typed in lower case (a blind dev question: "rhi - what does it garantee to find in the end" was answered from
+    # the grokking paper): a word one paper writes, and only as a name, names it; a word a paper also writes in lower
+    # case ("tied": TIED's abstract, and "tied" in another) and a field's acronym do not.
+    from rag.question import typed_lower
+
+    def named_lower(question: str) -> str | None:
+        return a.retriever.paper_named(names_as_written(question), typed_lower(question))
+
+    assert named_lower("rhi - what does it guarantee to find in the end") == "c07a71e45167fc39"
+    assert named_lower("what problem does foundobj solve?") == FOUNDOBJ
+    for question in ("is tied model-based?", "which attacks on gnn models work?", "what does rl stand for?"):
+        assert named_lower(question) is None, question
 
 
 def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_the_closest_paper(built) -> None:  # type: ignore[no-untyped-def]
@@ -318,6 +330,13 @@ def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_th
     # papers on protein structure prediction with diffusion models?", listed diffusion papers without a word).
     listed = a.ask("Are there any papers on federated learning?")
     assert listed.text.startswith("No abstract mentions federated; the closest papers:\n- "), listed.text
+    # A word is mentioned in another form of it ("robots" where the abstracts write "robotic"), not where another
+    # word only starts alike: a blind dev question, "Is there a paper here on machine translation for low-resource
+    # languages?", was answered from Opt-Miner as if "translation" were "transfer" or "transformation".
+    assert a.retriever.unmentioned(["translation", "robots", "languages", "federated"]) == (
+        "translation", "federated")
+    assert "no abstract mentions translation" in a.ask(
+        "Is there a paper here on machine translation for low-resource languages?").text.lower()
 
 
 def test_an_existence_question_with_no_paper_on_its_topic_is_answered_no(built) -> None:  # type: ignore[no-untyped-def]
