@@ -286,6 +286,10 @@ class Answering(Group):
                                                 "works mitigate ... via prompt-level tail scheduling\") when the "
                                                 "question asks exactly that (\"what did people usually do before "
                                                 "...?\")", ge=0.0)
+    part_name_boost: float = Field(2.0, description="added, inside the evidence paper, to a sentence naming a part "
+                                                    "of the work with a word of a question asking what it is called "
+                                                    "(\"what's the frequency part of the model called?\" -> \"... "
+                                                    "incorporates a Global Frequency Module ...\")", ge=0.0)
     overview_boost: float = Field(2.0, description="added, inside the evidence paper, to its first sentence "
                                                    "presenting its own work (\"we propose ...\") and to an opening "
                                                    "in which it speaks of itself (\"We study ...\"); half of it to "

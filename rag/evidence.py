@@ -119,6 +119,19 @@ _EVALUATES = re.compile(r"\b(?:experiment\w*|evaluat\w+|benchmark\w*|empirically
                         re.IGNORECASE)
 
 
+# A name of several capitalised words: "a Global Frequency Module", "the Local Time Module".
+_CAPITALISED_NAME = re.compile(r"\b[A-Z][\w\-]*(?:\s+[A-Z][\w\-]*)+")
+
+
+def names_part(sentence: str, asked: str) -> bool:
+    """Does the sentence name something in capitalised words, one of them a word of the question ("what's the
+    frequency part of the model called?" -> "TFMixer incorporates a Global Frequency Module ...")? A sentence's
+    capitalised opening word is no part of a name."""
+    words = {_stem(t) for t in tokens(asked)}
+    return any(m.start() and words & {_stem(t) for t in tokens(m.group(0))}
+               for m in _CAPITALISED_NAME.finditer(sentence))
+
+
 def reports_evaluation(sentence: str) -> bool:
     """Does the sentence report the paper's experiments ("Experimental results on 100 OGBench tasks ...")?"""
     return bool(_EVALUATES.search(sentence))
@@ -175,6 +188,7 @@ _CUES: tuple[tuple[str, Callable[[str, Q.Question], bool], str], ...] = (
     ("comparison", lambda s, q: states_comparison(s), "comparison_boost"),
     ("finding", lambda s, q: reports_finding(s), "finding_boost"),
     ("method_name", lambda s, q: names_method(s), "overview_boost"),
+    ("name", lambda s, q: names_part(s, q.asked), "part_name_boost"),
     ("evaluation", lambda s, q: reports_evaluation(s), "evaluation_boost"),
     ("definition", lambda s, q: defines(s, Q.defined_term(q.text)), "definition_boost"),
     ("solution", lambda s, q: proposes_work(s), "solution_boost"),

@@ -214,7 +214,11 @@ WANTS_NUMBER = re.compile(r"\b(how (much|many|large|big|fast|long|often|far|smal
                           r"\b(up to|at (most|least))\s*\?", re.IGNORECASE)
 WANTS_EXPANSION = re.compile(r"\b(stand for|expan|acronym|abbreviat|denotes?\b)", re.IGNORECASE)
 WANTS_NAME = re.compile(r"\b(which|what) (\w+ ){0,2}(dataset|datasets|benchmark|benchmarks|model|models|families|"
-                        r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?|algorithms?)\b|\bname",
+                        r"line|method|baseline|baselines|metric|tasks?|collections?|architectures?|algorithms?)\b|\bname|"
+                        # a part of the method: "what's the frequency part of the model called?" (its method's
+                        # name is `WANTS_METHOD_NAME`)
+                        r"\bwhat(?:'s|’s| is| are)\s+(?:the|their|its)\s+(?!(?:proposed\s+|new\s+)?(?:fix|method|"
+                        r"approach|solution|framework|algorithm|technique|remedy)\s+called)[\w\s\-]{1,40}?\s+called\s*\??\s*$",
                         re.IGNORECASE)
 # "Why ...?", "what drives / causes / makes it hard ...", "what does X come from", "what problem does X fix": a cause
 # or a difficulty is asked for, which an abstract states with "due to", "driven by", "hindered by" ...

@@ -1678,6 +1678,30 @@ def test_a_kind_asked_for_is_no_number_though_a_how_inside_it_says_of_what() -> 
         assert "number" in Q.read(number).asks, number
 
 
+TFMIXER = make_paper("Irregular multivariate time series forecasting is challenging due to non-uniform sampling. "
+                     "These irregularities leave the frequency part of standard models ineffective. "
+                     "To address this challenge, we propose TFMixer, a joint time-frequency modeling framework. "
+                     "Specifically, TFMixer incorporates a Global Frequency Module that employs a learnable "
+                     "transform. In parallel, the Local Time Module introduces a patch attention mechanism. Finally, "
+                     "TFMixer fuses the time-domain and frequency-domain representations to generate forecasts.",
+                     "a.txt", 7)
+
+
+def test_a_part_asked_by_what_it_is_called_is_answered_where_the_paper_names_it() -> None:
+    """A blind dev conversation: "and what's the frequency part of the model called?" was answered by the sentence
+    about "classical frequency-domain methods", which shares more of its words than the one naming the part (here
+    "the frequency part of standard models")."""
+    from rag.evidence import names_part
+
+    q = Q.read("and what's the frequency part of the model called?")
+    assert q.wants == "name" and Q.read("what's their method called?").wants == "method_name"
+    assert names_part("Specifically, TFMixer incorporates a Global Frequency Module that employs it.", q.asked)
+    assert not names_part("Frequency Domain methods fail.", q.asked)  # a sentence's opening words name nothing
+    assert not names_part("In parallel, the Local Time Module introduces attention.", q.asked)
+    assert paper_evidence(TFMIXER, q)[0].startswith("Specifically, TFMixer incorporates a Global Frequency Module")
+    assert not paper_evidence(TFMIXER, q, part_name_boost=0.0)[0].startswith("Specifically")
+
+
 def test_a_short_follow_up_in_the_papers_own_words_stays_on_it_however_it_spells_them() -> None:
     from rag.conversation import resolve
     from rag.text import tokens, written_in
