@@ -571,24 +571,41 @@ _EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"; "Give me one sentence on each privacy paper" -> "privacy"."""
+    return _topic_and_examples(question)[0]
+
+
+def topic_examples(question: str) -> str:
+    """The examples a summary question gives of its topic: "Any papers about the order of data, e.g. shuffling or
+    permuting training data?" -> "shuffling or permuting training data"; "" when it gives none."""
+    return _topic_and_examples(question)[1]
+
+
+def _topic_and_examples(question: str) -> tuple[str, str]:
     each = Q.EACH_PAPER.search(question) or Q.TOPIC_PAPERS.search(question)
     described = _PLEASE.sub(" ", " ".join(g for g in each.groups() if g)).strip() if each else ""
     if described:
-        return described
+        return described, ""
     # "Is there a paper on ...", "Are there any papers about ...", "Any robotics papers?": the existence frame too.
     framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
     topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()
     topic = _ABOUT.sub("", _REPORTS.sub("", topic))
     # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives
     # every listed paper must hold one of (a paper on privacy risk in general is on it too)
-    head = _EXAMPLES.split(topic, maxsplit=1)[0].strip(" ,;:(")
-    return head if head != topic and [w for w in tokens(head) if w not in _GENERIC] else topic
+    head, *examples = _EXAMPLES.split(topic, maxsplit=1)
+    head = head.strip(" ,;:(")
+    if head != topic and [w for w in tokens(head) if w not in _GENERIC]:
+        return head, " ".join(examples).strip(" ,;:()")
+    return topic, ""
 
 
 def topic_alternatives(question: str) -> list[list[str]]:
     """The topic's alternatives, each as its content words: "Which papers use diffusion models or LiDAR?" ->
     [["diffusion", "models"], ["lidar"]]; a paper on any one alternative is on the topic."""
-    topic = topic_of(question)
+    return alternatives_of(topic_of(question))
+
+
+def alternatives_of(topic: str) -> list[list[str]]:
+    """`topic_alternatives` of a topic as written."""
     parts = re.split(r"\s+or\s+|\s*/\s*|,\s*|;\s*", topic)
     # A hyphenated word counts through its parts ("llm-based" -> "llm", "based"), not as a rarer word of its own
     # that papers saying "LLM agents" lack.
@@ -643,7 +660,9 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     if not hits:
         return []
     alternatives = []
-    for words in topic_alternatives(question.scored):
+    # The examples a question gives are on the topic too: "the order in which data comes, e.g. shuffling or
+    # permuting training data" takes in a paper on shuffling that never says "order".
+    for words in topic_alternatives(question.scored) + alternatives_of(topic_examples(question.scored)):
         weights = {w: v for w, v in idf(words).items() if v >= knobs.summary_min_idf}
         if weights:
             alternatives.append(weights)

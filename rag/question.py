@@ -150,7 +150,7 @@ LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|wo
                 r"anything\s+(?:(?:in\s+)?here\s+)?(?:using|involving|mentioning|related\s+to|to\s+do\s+with|"
                 r"that\s+(?:uses?|makes?\s+use\s+of|involves?|mentions?|studies|stud(?:y|ied)|appl(?:y|ies)))|"
                 # "what's out there on how neural nets learn arithmetic?"
-                r"what(?:'s|’s|s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|regarding)|"
+                r"what(?:'s|’s|s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|regarding|that)|"
                 # "what's been done on learning people's preferences?"
                 r"what(?:'s|’s|s|\s+has)\s+been\s+done\s+(?:on|about|regarding|in|with)|"
                 r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works))")

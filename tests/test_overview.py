@@ -58,6 +58,9 @@ def test_overview_and_existence_questions_are_read_as_such() -> None:
         assert Q.read(field).kind == "summary", field
     assert Q.read("Is there a paper on speculative decoding for faster LLM inference?").kind == "which"
     # Tried in the chat after a listing: "tell me more about the privacy ones" had answered from PrivGate alone.
+    # A blind dev listing had been answered from one paper: "what's out there that reports statistical significance
+    # ...?".
+    assert Q.read("what's out there that reports statistical significance?").kind == "summary"
     for plural in ("tell me more about the privacy ones", "Tell me about the papers on diffusion",
                    "Papers that use or study diffusion models / diffusion processes?", "papers using RL?"):
         assert Q.read(plural).kind == "summary", plural

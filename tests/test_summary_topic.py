@@ -287,3 +287,30 @@ def test_a_papers_line_in_a_listing_of_the_collection_is_what_it_puts_forward() 
     blocks = collection_blocks([Hit(arew, 1.0), Hit(plain, 1.0)])
     assert blocks[0].sentences == ("To mitigate this issue, we propose AREW, an advantage reweighting method.",)
     assert blocks[1].sentences == ("Graphs are everywhere.",)  # nothing put forward nor presented: the opening
+
+
+def test_a_paper_on_an_example_the_question_gives_is_on_the_topic() -> None:
+    """A blind dev listing, "Any papers about the order in which data or elements come, e.g. shuffling or permuting
+    training data, ...?", left out the shuffling paper, which never writes "order": the examples a question gives
+    are alternatives too (the head alone still names the topic: `topic_of`)."""
+    from fakes import HashEmbedder
+
+    from rag import question as Q
+    from rag.config import Answering
+    from rag.evidence import SentenceScorer, relevant_papers, topic_examples, topic_of
+    from rag.parse import make_paper
+    from rag.records import Hit
+
+    asked = "Any papers about the order in which data comes, e.g. shuffling or permuting training data?"
+    assert (topic_of(asked), topic_examples(asked)) == ("the order in which data comes",
+                                                        "shuffling or permuting training data")
+    assert topic_examples("Which papers use diffusion models?") == ""
+    emb = HashEmbedder()
+    q = Q.read(asked)
+    shuffle = make_paper("We shuffle the training set in slow storage cheaply.", "a.txt", 0)
+    off = make_paper("Our survey uses many ideas of others.", "a.txt", 1)
+    rare = {"order": 2.0, "shuffling": 3.0, "permuting": 3.0}
+    k = Answering(summary_min_cover=0.6, summary_min_sentence=0.0)
+    blocks = relevant_papers(q, emb.embed([q.scored])[0], [Hit(shuffle, 1.0), Hit(off, 1.0)], SentenceScorer(emb, k),
+                             lambda ws: {w: rare[w] for w in ws if w in rare}, k, closest_if_none=False)
+    assert [b.hit.paper for b in blocks] == [shuffle]
