@@ -277,7 +277,7 @@ WANTS_EVALUATION = re.compile(r"\b(?:evaluat(?:e|es|ed|ing)|tested|(?:did|do|doe
 # ... or what it is compared against, the preposition left without its object ("which prior generators does the
 # method compare against?", "compare itself to?", "against which methods ...?"): the object is what is asked.
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
-                              r"baselines?)\b|\bcompar(?:e|es|ed|ing)\s+(?:(?:it|them|itself|themselves)\s+)?"
+                              r"baselines?|(?:do|does|did|doing)\s+better)\b|\bcompar(?:e|es|ed|ing)\s+(?:(?:it|them|itself|themselves)\s+)?"
                               r"(?:against|to|with)\s*[?.!]*\s*$|\b(?:against|versus)\s+(?:which|what)\b",
                               re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)

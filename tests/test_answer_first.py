@@ -511,6 +511,9 @@ def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_wi
                                   "against?").asks
     assert "comparison" in Q.read("Against which methods is TIED evaluated?").asks
     assert "comparison" not in Q.read("How does SOLAR compare with NAEViT?").asks
+    # What a method does better asks what it improves on others (a blind dev question, answered with "We evaluate
+    # our method on two challenging domains ..." instead of "... improved few-shot prediction ..., outperforming").
+    assert "comparison" in Q.read("besides reaching good designs sooner, what else does their method do better?").asks
     # A rival named only in the clause that describes the paper is not what is asked.
     assert "comparison" not in Q.read("In the work on strategies against a rival party, how many players are "
                                       "there?").asks
