@@ -242,13 +242,7 @@ class LexicalIndex:
         for t in terms:
             if t in out or len(t) < prefix:
                 continue
-            head = t[:prefix]
-            i = bisect.bisect_left(self._vocab, head)
-            family: list[str] = []
-            while i < len(self._vocab) and self._vocab[i].startswith(head) and len(family) < 64:
-                family.append(self._vocab[i])
-                i += 1
-            weights = self.idf(family)
+            weights = self.idf(self._starting(t[:prefix], 64))
             if weights:
                 out[t] = min(weights.values())
         return out
@@ -257,16 +251,18 @@ class LexicalIndex:
         """Does an indexed word share the stem: one of the two stems begins the other ("robotic" ~ "robot",
         "federat" ~ "federated"), not only their first `letters` letters ("transl", from "translation", is not
         "transfer")? The words sharing those letters are read, at most `limit` of them (then it is taken as shared)."""
-        head = stem[:letters]
-        start = bisect.bisect_left(self._vocab, head)
-        for i in range(start, len(self._vocab)):
-            word = self._vocab[i]
-            if not word.startswith(head):
-                return False
-            if i - start >= limit or word.startswith(stem) or (len(own := without_ending(word)) >= 4
-                                                               and stem.startswith(own)):
-                return True
-        return False
+        family = self._starting(stem[:letters], limit)
+        return len(family) >= limit or any(word.startswith(stem) or (len(own := without_ending(word)) >= 4
+                                                                    and stem.startswith(own)) for word in family)
+
+    def _starting(self, head: str, limit: int) -> list[str]:
+        """The indexed words beginning with `head`, in order, at most `limit` of them."""
+        i = bisect.bisect_left(self._vocab, head)
+        family: list[str] = []
+        while i < len(self._vocab) and self._vocab[i].startswith(head) and len(family) < limit:
+            family.append(self._vocab[i])
+            i += 1
+        return family
 
     def has(self, term: str) -> bool:
         """Is the term an indexed word, as it is or in its other number ("tokens" through "token")?"""

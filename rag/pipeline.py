@@ -261,10 +261,11 @@ class Assistant:
         # Every pinned paper is a candidate: "Which of them ...?" after a list of eight picks among all eight.
         top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0,
                     len(q.pinned))
-        # A question naming one paper ("what problem does FoundObj solve?", "is TIED model-based?") is about that
-        # paper, however well another one's sentences match its other words; searched within the user's filters.
+        # A question naming one paper ("what problem does FoundObj solve?", "is TIED model-based?", "rhi - what does
+        # it guarantee?") is about that paper, however well another one's sentences match its other words; searched
+        # within the user's filters. Of the words typed in lower case, those few papers use (read once: `q.rare`).
         named = None if q.pinned or q.summary or q.compares else self.retriever.paper_named(
-            Q.names_as_written(q.text), Q.typed_lower(q.text))
+            Q.names_as_written(q.text), [w for w in Q.typed_lower(q.text) if w in q.rare])
         if named and not (filters and filters.paper_ids and named not in filters.paper_ids):
             only = self.retriever.search(q.searched, replace(filters or Filters(), paper_ids=frozenset({named})),
                                          top_k=top_k)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from .text import names_people, tokens
+from .text import NAME_FORM, names_people, tokens
 
 # What one paper is or does, as a whole: "What is the SERA paper about?", "What does PrivGate do?", "Tell me about the
 # paper on private hypothesis selection", "What is the main contribution of TIED?", "Give me an overview of NITP",
@@ -914,7 +914,7 @@ def names_in(text: str) -> list[str]:
 
 def names_as_written(text: str) -> list[str]:
     """`names_in` in the text's own case: "Is TIED model-based?" -> ["TIED"]."""
-    return [w for w in re.findall(r"\b[A-Z][\w\-]*[A-Z0-9][\w\-]*", text) if w.lower() not in _NO_NAMES]
+    return [w for w in re.findall(r"\b" + NAME_FORM, text) if w.lower() not in _NO_NAMES]
 
 
 def typed_lower(text: str) -> list[str]:
@@ -926,7 +926,7 @@ def typed_lower(text: str) -> list[str]:
 # A follow-up that opens with the name it then points back at: "and SERA, what training does it use instead of RL?",
 # "what about NAEViT - is it faster?", "ok the TIED paper: which baselines does it beat?".
 _LEADING_NAME = re.compile(r"^\W*(?:(?:and|ok|okay|so|now|also|then)\b[,\s]*)?(?:(?:what|how) about\s+)?(?:the\s+)?"
-                           r"([A-Z][\w\-]*[A-Z0-9][\w\-]*)(?:\s+(?:paper|one|method|model|work))?"
+                           r"(" + NAME_FORM + r")(?:\s+(?:paper|one|method|model|work))?"
                            r"\s*(?:[,:;?]|\s[-–—]\s)")
 
 
@@ -944,8 +944,8 @@ _NO_NAMES = frozenset("sota ai ml gpu gpus cpu cpus tpu tpus api apis io ood iid
 # shaping paper each report?", "looking for two papers: the grokking one and the one about composing group elements".
 _PAIR_CUE = re.compile(r"\b(?:each|both|respectively|(?:two|both|the) (?:papers|works|methods|studies|approaches))\b",
                        re.IGNORECASE)
-_REFERENCE_END = re.compile(r"(?:\b[A-Z][\w\-]*[A-Z0-9][\w\-]*|\b(?:one|paper|work|method|approach|study))\s*[:,]?\s*$")
-_REFERENCE_START = re.compile(r"^\s*(?:[A-Z][\w\-]*[A-Z0-9][\w\-]*\b|the\s+(?:[\w\-/]+\s+){0,8}?"
+_REFERENCE_END = re.compile(r"(?:\b" + NAME_FORM + r"|\b(?:one|paper|work|method|approach|study))\s*[:,]?\s*$")
+_REFERENCE_START = re.compile(r"^\s*(?:" + NAME_FORM + r"\b|the\s+(?:[\w\-/]+\s+){0,8}?"
                               r"(?:one|paper|work|method|approach|study)\b)")
 
 

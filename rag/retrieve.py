@@ -41,10 +41,10 @@ from .glossary import load_glossary
 from .lexical import LexicalIndex
 from .records import Hit, Passage
 from .store import ChunkStore, StoredChunk
-from .text import spelled_out, tokens, without_ending
+from .text import NAME_FORM, spelled_out, tokens, without_ending
 
 _NAME_CHUNKS = 12  # BM25 chunks read for the papers writing a name (`Retriever.paper_named`)
-_AS_NAME = re.compile(r"[A-Z][\w\-]*[A-Z0-9][\w\-]*")  # a word written as a name: "RHI", "STT-LLM", "R2G"
+_AS_NAME = re.compile(NAME_FORM)
 
 
 @dataclass(frozen=True)
@@ -261,9 +261,10 @@ class Retriever:
     def paper_named(self, names: list[str], lowered: list[str] | tuple[str, ...] = ()) -> str | None:
         """The one paper whose name a question writes (`names` as written: "FoundObj", "TIED"): a name that one paper
         alone writes in that case, not a field's acronym ("GNN"); None when no name is, or names of two papers are.
-        A word typed in lower case (`lowered`: "rhi - what does it guarantee?") names a paper when one paper writes
-        it, and only as a name ("RHI"): a word any of those papers writes in lower case is a word ("tied", "solar
-        cells"). The papers of the word's best `_NAME_CHUNKS` BM25 chunks are read for it."""
+        A word typed in lower case that few papers use (`lowered`, of `rare_terms`: "rhi - what does it guarantee?")
+        names a paper when one paper writes it, and only as a name ("RHI"): a word any of those papers writes in
+        lower case is a word ("tied", "solar cells"). The papers of the word's best `_NAME_CHUNKS` BM25 chunks are
+        read for it."""
         if self.lexical is None:
             return None
         found = set()
@@ -273,7 +274,9 @@ class Retriever:
             writing = self._writing(name, re.compile(r"(?<![\w\-])" + re.escape(name) + r"(?![\w\-])"))
             if len(writing) == 1:
                 found.add(writing[0])
-        for word in self.rare_terms(" ".join(w for w in lowered if not spelled_out(w))):
+        for word in lowered:
+            if spelled_out(word):
+                continue
             any_case = re.compile(r"(?<![\w\-])" + re.escape(word) + r"(?![\w\-])", re.IGNORECASE)
             writing = self._writing(word, any_case, only_as_name=True)
             if len(writing) == 1:

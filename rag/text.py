@@ -31,6 +31,9 @@ def clean(text: str) -> str:
 # A citation marker as the model writes it and the answer keeps it: "[1]", or a group "[1, 3]" / "[2;4]"; group 1 is
 # the numbers. The one definition: rag.answer re-exports it for the UI and the eval (it lives here, in a module that
 # imports nothing of ours, because answer.py itself imports sanitize and support, which need it too).
+# A word written as a name: two capitals or a capital and a digit ("RHI", "STT-LLM", "R2G", "FoundObj"), as questions
+# and abstracts name a paper's method.
+NAME_FORM = r"[A-Z][\w\-]*[A-Z0-9][\w\-]*"
 MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 
 

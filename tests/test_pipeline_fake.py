@@ -305,9 +305,12 @@ def test_a_question_naming_one_paper_is_answered_from_that_paper(built) -> None:
     from rag.question import typed_lower
 
     def named_lower(question: str) -> str | None:
-        return a.retriever.paper_named(names_as_written(question), typed_lower(question))
+        rare = a.retriever.rare_terms(question)
+        return a.retriever.paper_named(names_as_written(question), [w for w in typed_lower(question) if w in rare])
 
     assert named_lower("rhi - what does it guarantee to find in the end") == "c07a71e45167fc39"
+    assert [h.paper.paper_id for h in a.retrieve(a.read("rhi - what does it guarantee to find in the end")).hits] == [
+        "c07a71e45167fc39"]  # the pipeline passes the question's rare lower-case words
     assert named_lower("what problem does foundobj solve?") == FOUNDOBJ
     for question in ("is tied model-based?", "which attacks on gnn models work?", "what does rl stand for?"):
         assert named_lower(question) is None, question
