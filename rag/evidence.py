@@ -571,16 +571,13 @@ _EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[
 def topic_of(question: str) -> str:
     """A summary question's topic: "Which papers here use group theory or symmetry groups?" -> "use group theory or
     symmetry groups"; "Give me one sentence on each privacy paper" -> "privacy"."""
-    return _topic_and_examples(question)[0]
+    return topic_parts(question)[0]
 
 
-def topic_examples(question: str) -> str:
-    """The examples a summary question gives of its topic: "Any papers about the order of data, e.g. shuffling or
-    permuting training data?" -> "shuffling or permuting training data"; "" when it gives none."""
-    return _topic_and_examples(question)[1]
-
-
-def _topic_and_examples(question: str) -> tuple[str, str]:
+def topic_parts(question: str) -> tuple[str, str]:
+    """A summary question's topic (`topic_of`) and the examples it gives of it: "Any papers about the order of data,
+    e.g. shuffling or permuting training data?" -> ("the order of data", "shuffling or permuting training data");
+    "" for examples when it gives none."""
     each = Q.EACH_PAPER.search(question) or Q.TOPIC_PAPERS.search(question)
     described = _PLEASE.sub(" ", " ".join(g for g in each.groups() if g)).strip() if each else ""
     if described:
@@ -662,7 +659,8 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     alternatives = []
     # The examples a question gives are on the topic too: "the order in which data comes, e.g. shuffling or
     # permuting training data" takes in a paper on shuffling that never says "order".
-    for words in topic_alternatives(question.scored) + alternatives_of(topic_examples(question.scored)):
+    head, examples = topic_parts(question.scored)
+    for words in alternatives_of(head) + alternatives_of(examples):
         weights = {w: v for w, v in idf(words).items() if v >= knobs.summary_min_idf}
         if weights:
             alternatives.append(weights)
@@ -671,7 +669,7 @@ def relevant_papers(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     # topic alone is close to the sentence that is on it ("transformation inversion on general Lie groups").
     # Asked which papers share their code, a paper saying where its code is holds every availability word asked.
     available = " ".join(w for ws in alternatives for w in ws if _ASKS_AVAILABILITY.fullmatch(w))
-    topic = topic_of(question.scored) if knobs.summary_topic_cover and alternatives else ""
+    topic = head if knobs.summary_topic_cover and alternatives else ""
     to_topic = scorer.similarity(topic, hits) if topic else {}
     kept: list[tuple[float, Hit, list[tuple[str, float]]]] = []
     near: list[tuple[float, Hit, list[tuple[str, float]]]] = []  # holding the topic's words, a sentence less close
