@@ -410,7 +410,7 @@ _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:
                    r"(?=\s*\?\s*$)", re.IGNORECASE)
 # A description, a dash or a colon, then the question: "the paper that learns ... from survey experiments - which real
 # election data did they apply it to?".
-_DASHED_ASK = re.compile(r"\s+[-–—:]\s+(?=(?:and\s+)?(?:[\w\-]+\s+){0,2}?" + _WH + r"\b)", re.IGNORECASE)
+_DASHED_ASK = re.compile(r"(?:\s+[-–—]|\s*:)\s+(?=(?:and\s+)?(?:[\w\-]+\s+){0,2}?" + _WH + r"\b)", re.IGNORECASE)
 # The paper described as the subject mid-question: "Which privacy notion does the privacy-gated LLM agent paper aim
 # to secure?" -> "Which privacy notion does aim to secure?".
 _SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:[\w\-/]+\s+){2,6}?(?:paper|work)\b\s*",
