@@ -80,7 +80,8 @@ def _cite(text: str, n: int) -> str:
 _ASKS_BACKGROUND = re.compile(r"\b(?:prior|existing|previous|earlier|traditional|conventional|problems?|challeng\w*|"
                               r"issues?|limitation\w*|difficult\w*|gaps?|motivat\w*|why|bottlenecks?|drawbacks?|"
                               r"weakness\w*|suffer\w*|catch|downsides?|fail\w*|wrong|struggl\w*|open question|known|"
-                              r"holds? back|holding back|hinder\w*|prevents?|"
+                              r"holds? back|holding back|hinder\w*|prevents?|obstacles?|shortcomings?|falls? short|"
+                              r"(?:gets?|getting|got|stands?|standing) in the way|"
                               # what the paper builds on: "the geometric horizon models it generalizes"
                               r"(?:it|they|paper|method|work)\s+"
                               r"(?:generaliz\w*|extends?|extended|buil[dt]s? (?:up)?on))\b",
