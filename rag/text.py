@@ -315,6 +315,8 @@ _AMOUNT_WORDS = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|e
                            r"dozens)\b(?:\s+of\b)?|\b(?:log\s+)?(?![aAI]\b)[a-zA-Z]\b(?=\s)", re.IGNORECASE)
 # Nouns counting people, one stem for all: "how many participants" is counted by "an 18-person study".
 _PEOPLE = frozenset({"perso", "peopl", "parti", "users", "user", "subje", "human", "annot", "worke", "volun", "athle"})
+# Words for a gain in speed, one stem for all: "how much speedup" is stated as "acceleration ... by up to 1.77x".
+_SPEED = frozenset({"speed", "faste", "accel", "quick"})
 
 
 def names_people(word: str) -> bool:
@@ -334,10 +336,11 @@ def without_ending(word: str) -> str:
 
 def unit_stems(heads: tuple[str, ...]) -> set[str]:
     """The stems a unit is written with: its first five letters and, shorter, the word without its inflection
-    ("pairings" -> "pairi", "pair"; four letters at least), every name of people for one of them."""
+    ("pairings" -> "pairi", "pair"; four letters at least), every name of people for one of them, every word for a
+    gain in speed for one of those ("speedup" -> ..., "accel", "faste")."""
     stems = {h[:5].lower() for h in heads}
     stems |= {bare[:5] for h in heads if len(bare := without_ending(h.lower())) >= 4}
-    return stems | _PEOPLE if stems & _PEOPLE else stems
+    return stems | (_PEOPLE if stems & _PEOPLE else frozenset()) | (_SPEED if stems & _SPEED else frozenset())
 
 
 def _unit_word(word: str, stems: set[str]) -> bool:

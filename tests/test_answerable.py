@@ -36,6 +36,12 @@ def test_a_unit_the_paper_never_mentions_is_a_reason_to_abstain() -> None:
     # The unit is in the paper (plural/singular by stem): the question may be answerable.
     assert unanswerable_reason(read("How many benchmarks was PrivGate evaluated on?"), [PRIV]) is None
     assert unanswerable_reason(read("How much token overhead does PrivGate add?"), [PRIV]) is None
+    # A gain in speed is stated in any of its words: "how much speedup" by "acceleration ... by up to 1.77x" (a blind
+    # dev conversation had declined it).
+    rollouts = make_paper("We shape the rollout distribution. Experiments demonstrate significant acceleration over "
+                          "state-of-the-art systems by up to 1.77x.", "a.txt", 1)
+    assert unanswerable_reason(read("how much speedup do they get?"), [rollouts]) is None
+    assert unanswerable_reason(read("how much speedup does it give?"), [PRIV]) is not None
     # Not a quantity question: no judgement.
     assert unanswerable_reason(read("What does PrivGate gate?"), [PRIV]) is None
     assert unanswerable_reason(read("How many milliseconds?"), []) is None
