@@ -103,7 +103,8 @@ def _first_index(text: str, n: int) -> int:
 def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             locate: Callable[[str], str | None], first: Callable[[str], str | None] = lambda text: None,
             words: Callable[[str], set[str]] = lambda paper_id: set(),
-            named: Callable[[str], str | None] = lambda name: None) -> Focus:
+            named: Callable[[str], str | None] = lambda name: None,
+            topical: Callable[[str], bool] = lambda word: True) -> Focus:
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
     retrieves first, a candidate for a question that describes its paper; `words` a paper's words; `named` the paper
     a name few papers use belongs to. A comparison naming two papers ("SOLAR vs NAEViT", "How does SOLAR differ from
@@ -151,7 +152,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             return Focus(question)
         cited = previous_citations(history, locate)
         written = words(cited[0]) if cited else set()
-        return Focus(question, (cited[0],)) if cited and all(written_in(w, written) for w in asked) \
+        # (a word no abstract writes, a typo among them, or one a third of them write names no other paper: "how much
+        # cheaper than startng over?")
+        return Focus(question, (cited[0],)) if cited and all(written_in(w, written) or not topical(w) for w in asked) \
             else Focus(question)
     name = Q.leading_name(question)
     lead = named(name) if name else None

@@ -9,6 +9,7 @@ runs under one lock: on a few cores, the two at once slow each other down far mo
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 import time
@@ -234,7 +235,8 @@ class Assistant:
         """`read` with the compute lock held."""
         q = Q.read(question, alone=not history)
         question = q.text  # searched as what it requests: "list the papers about ...", not "Can you list ..."
-        focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named)
+        focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named,
+                                     self._topical)
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
             titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
@@ -284,6 +286,12 @@ class Assistant:
             return set()
         text = paper.raw + " " + paper.title
         return set(tokens(text)) | set(tokens(re.sub(r"(?<=\w)/(?=\w)", "", text)))
+
+    def _topical(self, word: str) -> bool:
+        """Could the word name what a paper is about: an indexed word fewer than a third of the papers write (BM25's
+        idf above log 3)? Not a typo no abstract writes ("startng"), nor "over"."""
+        lexical = self.retriever.lexical
+        return lexical is None or lexical.idf([word]).get(word, 0.0) > math.log(3)
 
     def _first(self, text: str) -> str | None:
         """The paper a text alone retrieves first."""

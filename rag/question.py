@@ -324,7 +324,7 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
 # Words said before the question proper ("ok, so ..."), and a phrase saying the subject changes ("new question:",
 # "btw", "switching topics -"): `_NEW_SUBJECT` and `_LEAD_IN` read both.
 _FILLER = r"(?:ok(?:ay)?|so|now|right|alright|anyway|and|also)\b[,\s]*"
-_SWITCH = (r"(?:something else|(?:a\s+)?(?:new|different|another|unrelated|separate)\s+"
+_SWITCH = (r"(?:something else|(?:a\s+)?(?:new|diff(?:erent)?|another|unrelated|separate)\s+"
            r"(?:question|topic|subject|thing)|unrelated(?:,?\s+but)?|on another note|btw|by the way|"
            r"(?:changing|switching|switch|change)\s+(?:the\s+)?(?:subjects?|topics?)|(?:changing|switching)\s+"
            r"(?:gears|tack))\b")

@@ -957,7 +957,9 @@ def test_a_follow_up_that_asks_for_a_paper_of_its_own_is_not_pinned_to_the_last_
     assert focus("Is there a paper that recommends sustainable meals, and what is its dataset called?") == ()
     # Said as a blind conversation said it: "switching topics - ..." had stayed on the diet paper.
     for switched in ("switching topics - which paper studies grokking and what loss do they propose?",
-                     "ok different question: what does it propose?", "Changing the subject: what do they find?"):
+                     "ok different question: what does it propose?", "Changing the subject: what do they find?",
+                     # a blind conversation's "diff" for "different" had kept the paper discussed
+                     "ok diff thing, the paper on contrastive learning - what does the last layer of that cnn do?"):
         assert focus(switched) == (), switched
     assert focus("ok, how do they do it?") == ("conjoint",)
     # Pointing back, with or without asking for "which paper".
@@ -1726,6 +1728,31 @@ def test_a_short_follow_up_in_the_papers_own_words_stays_on_it_however_it_spells
     got = resolve("and diffusion models?", Q.read("and diffusion models?"), history, locate=lambda s: None,
                   words=lambda p: words[p])
     assert got.papers == ()
+
+
+def test_a_short_follow_up_whose_other_words_name_no_paper_stays_on_the_one_discussed() -> None:
+    # Blind dev conversations: "how much cheaper than startng over?" after the unlearning paper, and "tried on what
+    # kinds of taks?" after the grokking one, were searched alone and answered from other papers (or declined).
+    from rag.conversation import resolve
+    from rag.text import tokens
+
+    unlearning = set(tokens("Exact unlearning costs a fraction of retraining from scratch; nearly minimax optimal."))
+    history = [{"role": "user", "content": "is there work on making an rl agent forget one person's data?"},
+               {"role": "assistant", "content": "Exact unlearning [1].", "paper_ids": ["unlearning"]}]
+    topical = {"diffusion", "robotics", "savings"}  # words a few papers write; a typo or "over" names none
+
+    def focus(question: str) -> tuple[str, ...]:
+        return resolve(question, Q.read(question), history, locate=lambda s: None, words=lambda p: unlearning,
+                       topical=lambda w: w in topical).papers
+
+    assert focus("how much cheaper than startng over?") == ("unlearning",)
+    assert focus("tried on what kinds of taks?") == ("unlearning",)
+    assert focus("and diffusion models?") == ()
+    assert focus("what about robotics?") == ()
+    assert focus("where do the savings come from?") == ()
+    # Without the corpus's word counts every word could name a paper, as before.
+    assert resolve("tried on what kinds of taks?", Q.read("tried on what kinds of taks?"), history,
+                   locate=lambda s: None, words=lambda p: unlearning).papers == ()
 
 
 def test_the_one_on_a_topic_describes_a_paper() -> None:
