@@ -208,6 +208,10 @@ class Answering(Group):
     evidence_retrieval_weight: float = Field(4.0, description="weight of a paper's retrieval score (fused dense and "
                                                               "BM25, over all its chunks) beside its best sentence "
                                                               "when choosing the evidence paper")
+    evidence_hub_weight: float = Field(1.0, description="a sentence's cosine to the question, when choosing the "
+                                                        "evidence, less this times how much more than the others it "
+                                                        "resembles every other retrieved paper (a generic sentence "
+                                                        "is close to any question); 0 turns it off")
     evidence_phrase_weight: float = Field(2.5, description="weight of how much of the question a paper covers "
                                                            "when choosing the evidence paper: the mean, over the "
                                                            "question's parts (`evidence.question_parts`), of the "

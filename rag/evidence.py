@@ -321,12 +321,18 @@ class SentenceScorer:
         vec = self.embedder.embed([text])[0]
         return {pid: vecs @ vec if len(sents) else np.zeros(0) for pid, (sents, vecs) in self.sentences(hits).items()}
 
-    def score(self, question: Q.Question, qvec: np.ndarray, hits: list[Hit]) -> dict[str, list[tuple[str, float]]]:
-        """paper id -> [(sentence, score)] in abstract order, scored against `question.scored`."""
+    def score(self, question: Q.Question, qvec: np.ndarray, hits: list[Hit],
+              hub_weight: float = 0.0) -> dict[str, list[tuple[str, float]]]:
+        """paper id -> [(sentence, score)] in abstract order, scored against `question.scored`; each sentence's
+        cosine less `hub_weight` times its `hubness` among these papers."""
         qtok = set(tokens(question.scored))
         out: dict[str, list[tuple[str, float]]] = {}
-        for pid, (sents, vecs) in self.sentences(hits).items():
+        found = self.sentences(hits)
+        hub = hubness(found) if hub_weight else {}
+        for pid, (sents, vecs) in found.items():
             sims = vecs @ qvec if len(sents) else np.zeros(0)
+            if pid in hub:
+                sims = sims - hub_weight * hub[pid]
             scored = []
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
@@ -335,6 +341,23 @@ class SentenceScorer:
                 scored.append((s, score - self.knobs.addressed_penalty if ADDRESSED.search(s) else score))
             out[pid] = scored
         return out
+
+
+def hubness(found: dict[str, tuple[list[str], np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per paper, per sentence: how much more than the papers' sentences on average it resembles every other paper
+    (the mean, over the other papers, of its best cosine to one of their sentences), among three papers or more.
+
+    A generic sentence ("learning preferentially converges to the most information-efficient signal component") is
+    near every question as it is near every abstract: a "hub" of the embedding space, which outscored the sentences of
+    the paper a question described (a corrected cosine as in cross-domain similarity local scaling, with the other
+    retrieved papers standing for the questions)."""
+    papers = {pid: vecs for pid, (sents, vecs) in found.items() if len(sents)}
+    if len(papers) < 3:
+        return {}
+    raw = {pid: np.mean([(vecs @ other.T).max(axis=1) for o, other in papers.items() if o != pid], axis=0)
+           for pid, vecs in papers.items()}
+    mean = float(np.mean(np.concatenate(list(raw.values()))))
+    return {pid: r - mean for pid, r in raw.items()}
 
 
 # Pronouns and auxiliaries the index's stopword list keeps: they name nothing a paper is about. Counted, a question
@@ -367,7 +390,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     if not hits or max_papers < 1:
         return []
     pool = hits[: max_papers * 2]
-    scored = scorer.score(question, qvec, pool)
+    scored = scorer.score(question, qvec, pool, scorer.knobs.evidence_hub_weight)
     words = [w for w in dict.fromkeys(tokens(question.scored)) if w not in _FUNCTION_WORDS]
     weights = idf(words) if idf is not None and cover_weight else {}
     if weights and expansion and expansion_weight and idf is not None:
@@ -386,7 +409,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     by = scored
     picking = question.text.replace(question.ask, " ") if question.selects and question.ask else ""
     if tokens(picking):
-        by = scorer.score(Q.read(picking), scorer.embedder.embed([picking])[0], pool)
+        by = scorer.score(Q.read(picking), scorer.embedder.embed([picking])[0], pool, scorer.knobs.evidence_hub_weight)
     for i, h in enumerate(pool):
         sents = scored.get(h.paper.paper_id, [])
         best = max((s for _, s in by.get(h.paper.paper_id, [])), default=0.0)

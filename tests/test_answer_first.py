@@ -2476,3 +2476,32 @@ def test_which_of_them_is_picked_by_the_part_that_picks_not_by_the_rest() -> Non
     supervised = make_paper("We study how language models get supervised beyond discrete labels.", "n.txt", 0)
     distilled = make_paper("Instead, the targets for the extra supervision come from the teacher.", "d.txt", 1)
     assert _picked(q, [Hit(distilled, 0.5), Hit(supervised, 0.5)]) == [supervised]
+
+
+def test_a_sentence_close_to_every_paper_does_not_outscore_the_described_papers_own() -> None:
+    # A blind dev question ("... competitors' long-term body-chemistry records, what two things is that monitoring
+    # meant to catch?") was answered from the synthetic-data paper, whose generic sentence on "learning" and "models"
+    # is near any question: a hub. Its cosine is taken down by how much it resembles every other retrieved paper.
+    from rag.evidence import hubness
+
+    generic = "Learning with language models generalizes across tasks and domains."
+    papers = [make_paper(f"{generic} We study synthetic data for training.", "a.txt", 0),
+              make_paper("Doping monitoring of athletes catches prohibited substances. Language models read profiles "
+                         "across tasks.", "a.txt", 1),
+              make_paper("Robots learn grasping across tasks and domains. Models generalize.", "a.txt", 2),
+              make_paper("Graph attacks steal links with language models and learning.", "a.txt", 3)]
+    emb = HashEmbedder()
+    hits = [Hit(p, 0.5) for p in papers]
+    scorer = SentenceScorer(emb, Answering(evidence_hub_weight=0.0))
+    found = scorer.sentences(hits)
+    hub = hubness(found)
+    assert hub[papers[0].paper_id][0] > 0 > hub[papers[1].paper_id][0]  # the generic sentence is the hub
+    assert hubness({p: found[p] for p in list(found)[:2]}) == {}  # two papers tell nothing apart
+    q = Q.read("what do language models learning across tasks catch in athletes' doping monitoring?")
+    qvec = emb.embed([q.scored])[0]
+    plain = scorer.score(q, qvec, hits)
+    hubbed = scorer.score(q, qvec, hits, hub_weight=1.0)
+    gap = plain[papers[0].paper_id][0][1] - plain[papers[1].paper_id][0][1]
+    assert hubbed[papers[0].paper_id][0][1] - hubbed[papers[1].paper_id][0][1] < gap
+    assert hubbed[papers[1].paper_id][0][1] > plain[papers[1].paper_id][0][1]  # the specific one gains
+    assert Answering().evidence_hub_weight > 0
