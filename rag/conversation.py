@@ -175,7 +175,10 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     # ... unless the list held one paper: "which of them has robots in it?" after a listing that found one is
     # answered by that paper or the one the description finds, whichever the description fits (below)
     describes = intent.described or intent.selects
-    if intent.compares and not together and Q.names_another(question, one_cited=len(cited) == 1):
+    # ("... differ from the paper on X? both lean on orthogonality right": "both" is the two being compared, when the
+    # last answer cited one)
+    if intent.compares and (not together or len(cited) < together) and \
+            Q.names_another(question, one_cited=len(cited) == 1):
         # "How does it differ from NAEViT?", "Compare it with the learnware paper.": the paper pointed at and the one
         # the question names, side by side (two pinned papers not told apart are a summary of both).
         base = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))

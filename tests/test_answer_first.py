@@ -1227,6 +1227,12 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
     versus = resolve(differ, Q.read(differ), history, locate=lambda s: None, first=lambda text: "learnware")
     assert versus.papers == ("privgate", "learnware") and versus.side_by_side
     assert Q.read(differ).in_context("x", versus.papers, versus.described, versus.side_by_side).summary
+    # ... also when it says "both" of the two, after an answer citing one (a blind dev conversation's "how does it
+    # differ from the paper on ...? both lean on orthogonality right" had cited only the paper it described).
+    both = "how does it differ from the learnware paper? both lean on privacy right"
+    one_cited = [history[0], {"role": "assistant", "content": "PrivGate [1].", "paper_ids": ["privgate"]}]
+    versus = resolve(both, Q.read(both), one_cited, locate=lambda s: None, first=lambda text: "learnware")
+    assert versus.papers == ("privgate", "learnware") and versus.side_by_side
     picks = Q.read("Which of them is about graphs?")
     assert picks.selects and picks.kind == "which" and not picks.summary
     assert focus("Which of them is about graphs?") == (("privgate", "gnn"), True)
