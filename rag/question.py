@@ -84,8 +84,8 @@ _PAST_IT = re.compile(r"\b(?:fix\w*|overcom\w*|address\w*|solv\w*|mitigat\w*|avo
 # The way the paper solves a problem asked for: "what's the fix for LLM agents that stop ...?", "how can RL training
 # of LLMs be sped up when ...?", "how should graphs built from a schema be changed so ...?".
 WANTS_SOLUTION = re.compile(
-    r"\bwhat(?:'s|’s|s| is| was| are)\s+(?:(?:the|their|its|a|an|this|that)\s+)?(?:proposed\s+|new\s+|main\s+)?"
-    r"(?:fix|fixes|solution|remedy|cure)\b(?!\s+(?:called|named))|"
+    r"\b(?:what|which)(?:'s|’s|s| is| was| are)?\s+(?:(?:the|their|its|a|an|this|that)\s+)?"
+    r"(?:proposed\s+|new\s+|main\s+)?(?:fix|fixes|solution|remedy|cure)\b(?!\s+(?:called|named))|"
     # "whats their approach" at the end of a question describing the paper
     r"\bwhat(?:'s|’s|s| is| was| are)\s+(?:the|their|its)\s+(?:main\s+)?(?:approach|idea|strategy|trick)\s*[?.!]?\s*$|"
     r"^\s*(?:(?:and|so|ok|okay|but)\b[,\s]*)?how (?:can|could|should|would|might|to|do (?:you|we|people|they))\b|"

@@ -351,6 +351,11 @@ def test_a_fix_asked_for_is_the_sentence_proposing_the_work_not_the_one_stating_
         assert top_sentence(arew, q).startswith("To mitigate this issue"), asked
         # Without the cue the sentence holding the question's own words wins: the test measures the rule.
         assert not top_sentence(arew, q, solution_boost=0.0).startswith("To mitigate this issue"), asked
+    # A follow-up asks it in two words ("and the fix?", searched as "what fix?"; a blind dev conversation had answered
+    # it with the paper's experiments), and "what fix do they propose?" likewise; a fix's name is a name.
+    for asked in ("what fix?", "and the fix?", "which fix do they propose?"):
+        assert "solution" in Q.read(asked).asks, asked
+    assert "solution" not in Q.read("what's their fix called?").asks
 
 
 def test_why_a_design_was_chosen_is_answered_by_the_purpose_it_serves() -> None:
