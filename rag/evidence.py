@@ -6,7 +6,9 @@ sentence of each retrieved paper is scored against the question:
     score = cosine(question, sentence) + lexical_weight * (share of the question's terms the sentence contains)
             + a small bonus when the sentence is of the kind asked for (a number for "how much ...?")
 
-and the best `per_paper` sentences of each paper are kept, in their original order. Papers whose best sentence
+where, choosing the evidence, the cosine is taken down by how much the sentence resembles every other retrieved paper
+(`hubness`: a generic sentence is near any question), and the best `per_paper` sentences of each paper are kept, in
+their original order. Papers whose best sentence
 scores far below the best paper's are left out, so a single-paper question gets a single-paper prompt. The same
 sentences are highlighted as support in the UI, and answer sentences are checked against them. The weights and
 thresholds are settings (`config.Answering`, `[answer]`).
