@@ -35,6 +35,7 @@ def test_the_phrase_weight_is_swept_the_same_way(tmp_path: Path) -> None:
     rows = first_papers(assistant, questions, [0.0, 2.5, 1000.0], setting="evidence_phrase_weight")
     assert rows[0]["evidence"][0.0] == rows[0]["evidence"][1000.0] == PRIVGATE  # named: found either way
     assert all(set(r["evidence"]) == {0.0, 2.5, 1000.0} for r in rows)
+    assert all(set(r["ms"]) == {0.0, 2.5, 1000.0} and min(r["ms"].values()) > 0 for r in rows)  # the choice, timed
     # At a weight that outweighs everything else the evidence paper is the one covering most of the question.
     from rag.evidence import SentenceScorer, question_parts
 
