@@ -8,7 +8,8 @@ follow-ups), reads and retrieves it with the pipeline (`Assistant.read`, `Assist
 evidence with the pipeline's own `select_evidence` at each `answer.evidence_retrieval_weight` (or `--setting`), the
 other answer settings as configured. It prints, per weight and per subset ("" = the original questions), how many
 first evidence papers are gold, beside retrieval's own first paper, and how long the choice alone takes (p50, p95;
-the sentence vectors already cached). Seconds per question: the embedder's, no generation. DIR must hold an ingested index of the seeds.
+the sentence vectors already cached). Seconds per question: the embedder's, no generation. DIR must hold an
+ingested index of the seeds.
 """
 
 from __future__ import annotations
