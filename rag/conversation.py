@@ -19,7 +19,8 @@ A question without a back-reference is searched as it is, even after a long conv
 diffusion?" is a new subject, and pinning it to the old paper would answer the wrong question; so is one that asks
 for a paper of its own ("Something else: is there a paper on X, and what is its dataset?"), whose "its" is that
 paper. The exception is a short question every word of which the paper under discussion uses ("What is the main
-risk?" after the learnware paper): it can only mean that paper.
+risk?" after the learnware paper), or whose other words no paper could be about (a typo no abstract writes, a word a
+third of them write: "how much cheaper than startng over?"): it can only mean that paper.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             topical: Callable[[str], bool] = lambda word: True) -> Focus:
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
     retrieves first, a candidate for a question that describes its paper; `words` a paper's words; `named` the paper
-    a name few papers use belongs to. A comparison naming two papers ("SOLAR vs NAEViT", "How does SOLAR differ from
+    a name few papers use belongs to; `topical` whether a word could name what a paper is about. A comparison naming two papers ("SOLAR vs NAEViT", "How does SOLAR differ from
     NAEViT?"), or a question about two papers at once ("what do AREW and the rollout-shaping paper each report?",
     `question.paper_pair`), sets both side by side, with or without history.
 
