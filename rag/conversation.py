@@ -108,9 +108,10 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             topical: Callable[[str], bool] = lambda word: True) -> Focus:
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
     retrieves first, a candidate for a question that describes its paper; `words` a paper's words; `named` the paper
-    a name few papers use belongs to; `topical` whether a word could name what a paper is about. A comparison naming two papers ("SOLAR vs NAEViT", "How does SOLAR differ from
-    NAEViT?"), or a question about two papers at once ("what do AREW and the rollout-shaping paper each report?",
-    `question.paper_pair`), sets both side by side, with or without history.
+    a name few papers use belongs to; `topical` whether a word could name what a paper is about. A comparison naming
+    two papers ("SOLAR vs NAEViT", "How does SOLAR differ from NAEViT?"), or a question about two papers at once
+    ("what do AREW and the rollout-shaping paper each report?", `question.paper_pair`), sets both side by side, with
+    or without history.
 
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question),
