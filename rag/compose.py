@@ -598,6 +598,14 @@ def _terse(sentence: str) -> bool:
     return len(_WORD.findall(MARKER.sub(" ", sentence))) <= 3
 
 
+def names_subject(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
+    """Is a terse sentence only words of its paper's title: "Graph Neural Networks [1]." of the paper titled "Graph
+    Neural Networks (GNNs) are increasingly deployed on…"? It names the subject, not an answer."""
+    words = _words(MARKER.sub(" ", sentence))
+    return bool(_terse(sentence) and cites and words) and \
+        words <= _words(next((b.hit.paper.title for b in blocks if b.n == cites[0]), ""))
+
+
 def _unframed(sentence: str) -> str:
     """A model sentence without the frame a small model puts around a copied span: 'The paper is: "TFMixer, a joint
     time-frequency modeling framework" [1].' -> 'TFMixer, a joint time-frequency modeling framework [1].'."""
@@ -637,6 +645,10 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     if knobs.model_names_noun:
         holding = [i for i in holding
                    if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
+    if not (intent.which or intent.asks & {"name", "method_name", "expansion"}):
+        # "... what sensitive kinds of data do they give as examples?": the model's "Graph Neural Networks [1]." names
+        # what the paper is about (its title's words), not what was asked.
+        holding = [i for i in holding if not names_subject(kept[i][0], kept[i][1].cites, blocks)]
     if intent.wants == "name" and any(new_names(s, intent) for b in blocks for s in b.sentences):
         # "What RL algorithm does Opt-Miner propose?": the model's "The Opt-Miner framework proposes a novel
         # tree-guided data synthesis pipeline ..." names nothing the question did not, while the evidence names R-GRPO.

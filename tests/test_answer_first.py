@@ -2516,3 +2516,22 @@ def test_a_sentence_close_to_every_paper_does_not_outscore_the_described_papers_
     assert hubbed[papers[0].paper_id][0][1] - hubbed[papers[1].paper_id][0][1] < gap
     assert hubbed[papers[1].paper_id][0][1] > plain[papers[1].paper_id][0][1]  # the specific one gains
     assert Answering().evidence_hub_weight > 0
+
+
+def test_a_terse_model_answer_naming_only_the_papers_subject_does_not_answer() -> None:
+    # A blind dev answer opened "Graph Neural Networks [1]." to "... what sensitive kinds of data do they give as
+    # examples": the words of the paper's title, supported by the paper, and no answer.
+    gnn = make_paper("Graph Neural Networks (GNNs) are increasingly deployed on sensitive relational data, from social "
+                     "networks to healthcare records. Their outputs can leak private graph structure.", "a.txt", 0)
+    assert gnn.title_is_opening
+    q = Q.read("the link stealing paper - what sensitive kinds of data do they give as examples")
+    raw = "Graph Neural Networks [1]."
+    sentences, checks = checked(raw, q.text, [block(gnn)])
+    assert checks[0].supported and compose.names_subject(sentences[0], checks[0].cites, [block(gnn)])
+    out, mode, _ = compose.factoid(sentences, checks, [block(gnn)], q, raw)
+    assert mode == "extractive" and "social networks" in out.split("[1]")[0]
+    # Asked for a name, a terse name is the answer; a number is never the title's words.
+    assert not compose.names_subject("7.08 points [1].", (1,), [block(gnn)])
+    named = Q.read("which paper studies link stealing on graph neural networks?")
+    out, mode, _ = compose.factoid(sentences, checks, [block(gnn)], named, raw)
+    assert mode == "generated"
