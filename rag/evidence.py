@@ -324,17 +324,15 @@ class SentenceScorer:
         return {pid: vecs @ vec if len(sents) else np.zeros(0) for pid, (sents, vecs) in self.sentences(hits).items()}
 
     def score(self, question: Q.Question, qvec: np.ndarray, hits: list[Hit],
-              hub_weight: float = 0.0) -> dict[str, list[tuple[str, float]]]:
+              less: dict[str, np.ndarray] | None = None) -> dict[str, list[tuple[str, float]]]:
         """paper id -> [(sentence, score)] in abstract order, scored against `question.scored`; each sentence's
-        cosine less `hub_weight` times its `hubness` among these papers."""
+        cosine less its paper's entry of `less`, when it has one (a weighted `hubness`)."""
         qtok = set(tokens(question.scored))
         out: dict[str, list[tuple[str, float]]] = {}
-        found = self.sentences(hits)
-        hub = hubness(found) if hub_weight else {}
-        for pid, (sents, vecs) in found.items():
+        for pid, (sents, vecs) in self.sentences(hits).items():
             sims = vecs @ qvec if len(sents) else np.zeros(0)
-            if pid in hub:
-                sims = sims - hub_weight * hub[pid]
+            if less and pid in less:
+                sims = sims - less[pid]
             scored = []
             for s, sim in zip(sents, sims):
                 overlap = len(qtok & set(tokens(s))) / len(qtok) if qtok else 0.0
@@ -392,7 +390,9 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     if not hits or max_papers < 1:
         return []
     pool = hits[: max_papers * 2]
-    scored = scorer.score(question, qvec, pool, scorer.knobs.evidence_hub_weight)
+    weight = scorer.knobs.evidence_hub_weight
+    hub = {pid: weight * h for pid, h in hubness(scorer.sentences(pool)).items()} if weight else {}
+    scored = scorer.score(question, qvec, pool, hub)
     words = [w for w in dict.fromkeys(tokens(question.scored)) if w not in _FUNCTION_WORDS]
     weights = idf(words) if idf is not None and cover_weight else {}
     if weights and expansion and expansion_weight and idf is not None:
@@ -411,7 +411,7 @@ def select_evidence(question: Q.Question, qvec: np.ndarray, hits: list[Hit], sco
     by = scored
     picking = question.text.replace(question.ask, " ") if question.selects and question.ask else ""
     if tokens(picking):
-        by = scorer.score(Q.read(picking), scorer.embedder.embed([picking])[0], pool, scorer.knobs.evidence_hub_weight)
+        by = scorer.score(Q.read(picking), scorer.embedder.embed([picking])[0], pool, hub)
     for i, h in enumerate(pool):
         sents = scored.get(h.paper.paper_id, [])
         best = max((s for _, s in by.get(h.paper.paper_id, [])), default=0.0)

@@ -340,7 +340,10 @@ def unit_stems(heads: tuple[str, ...]) -> set[str]:
     gain in speed for one of those ("speedup" -> ..., "accel", "faste")."""
     stems = {h[:5].lower() for h in heads}
     stems |= {bare[:5] for h in heads if len(bare := without_ending(h.lower())) >= 4}
-    return stems | (_PEOPLE if stems & _PEOPLE else frozenset()) | (_SPEED if stems & _SPEED else frozenset())
+    for family in (_PEOPLE, _SPEED):
+        if stems & family:
+            stems |= family
+    return stems
 
 
 def _unit_word(word: str, stems: set[str]) -> bool:

@@ -2511,7 +2511,7 @@ def test_a_sentence_close_to_every_paper_does_not_outscore_the_described_papers_
     q = Q.read("what do language models learning across tasks catch in athletes' doping monitoring?")
     qvec = emb.embed([q.scored])[0]
     plain = scorer.score(q, qvec, hits)
-    hubbed = scorer.score(q, qvec, hits, hub_weight=1.0)
+    hubbed = scorer.score(q, qvec, hits, less=hub)
     gap = plain[papers[0].paper_id][0][1] - plain[papers[1].paper_id][0][1]
     assert hubbed[papers[0].paper_id][0][1] - hubbed[papers[1].paper_id][0][1] < gap
     assert hubbed[papers[1].paper_id][0][1] > plain[papers[1].paper_id][0][1]  # the specific one gains
