@@ -408,6 +408,9 @@ _LEAD = re.compile(r"^\s*(?:(?:in|for|according to|within|from)\s+(?:the|a|an|th
 _TAIL = re.compile(r"\s+(?:in|of|for|from|by)\s+the\s+((?:[\w\-/]+\s+){0,6}?)(?:paper|work|study|method|framework|"
                    r"approach|model|generator|algorithm)\b((?:\s+(?:on|about|that|which|where|for)\b[^?]*)?)"
                    r"(?=\s*\?\s*$)", re.IGNORECASE)
+# The paper described inside the question, what is asked going on after it: "What units does the object discovery
+# agent in the label-free 3D scene segmentation work merge incrementally?".
+_MIDDLE = re.compile(r"\s+(?:in|of|from)\s+the\s+(?:[\w\-/]+\s+){2,6}?(?:paper|work|study)\b(?=\s+\w)", re.IGNORECASE)
 # A description, a dash or a colon, then the question: "the paper that learns ... from survey experiments - which real
 # election data did they apply it to?".
 _DASHED_ASK = re.compile(r"(?:\s+[-–—]|\s*:)\s+(?=(?:and\s+)?(?:[\w\-]+\s+){0,2}?" + _WH + r"\b)", re.IGNORECASE)
@@ -650,7 +653,7 @@ def ask_part(question: str) -> str:
     if tail and len((tail.group(1) + tail.group(2)).split()) >= 2:
         ask = ask[:tail.start()] + ask[tail.end():]
     else:
-        ask = _SUBJECT.sub(r"\1", ask, count=1)
+        ask = _MIDDLE.sub("", _SUBJECT.sub(r"\1", ask, count=1), count=1)
     ask = ask.strip()
     return ask if ask != question.strip() and len(tokens(ask)) >= 2 else ""
 

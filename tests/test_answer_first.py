@@ -744,6 +744,10 @@ def test_the_clause_that_only_describes_the_paper_is_not_what_is_asked() -> None
     assert Q.read("Which privacy notion does the privacy-gated LLM agent paper aim to secure?").ask == \
         "Which privacy notion does aim to secure?"
     assert Q.read("What does the grokking paper identify as its driver?").ask == ""  # one word names the subject
+    # ... and as a place, the question going on after it (a dev question answered with the paper's closing claim).
+    assert Q.read("What units does the object discovery agent in the label-free 3D scene segmentation work merge "
+                  "incrementally?").ask == "What units does the object discovery agent merge incrementally?"
+    assert Q.read("What does the model in the grokking work learn?").ask == ""  # one word names the paper
     # A description, a dash, then the question (a blind dev question answered with the paper's synthetic-data result).
     assert Q.read("the paper that learns adversarial strategies from survey experiments on voting - which real "
                   "election data did they apply it to?").ask == "which real election data did they apply it to?"
