@@ -554,7 +554,7 @@ def with_focus(question: str, sents: list[tuple[str, float]], weight: float,
 
 
 # A summary question's frame, dropped before its topic is read: "Which papers are about <topic>?"
-_FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|studies|articles|research)\s+"
+_FRAME = re.compile(r"^\s*(?:please\s+)?(?:(?:which|what)\s+(?:papers|works?|studies|articles|research|ones)\s+"
                     r"(?:are\s+|is\s+)?(?:there\s+)?|summari[sz]e\s+(?:the\s+)?(?:work|papers|research)?\s*|"
                     r"give\s+(?:me\s+)?an\s+overview\s+of\s+|list\s+(?:the\s+|all\s+)?(?:papers|work)\s+|"
                     r"how\s+many\s+(?:of\s+the\s+)?(?:papers|works?|studies|articles|abstracts)\s+(?:are\s+|is\s+)?"
@@ -590,7 +590,8 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
 _PLEASE = re.compile(r"\s*\bplease\b\s*", re.IGNORECASE)
 
 
-_EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[\s,:]|$)", re.IGNORECASE)
+_EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[\s,:]|$)|"
+                       r"[,;:(]\s*(?:like|such as)\s+", re.IGNORECASE)  # ", like X" gives examples; "like X" compares
 
 
 def topic_of(question: str) -> str:

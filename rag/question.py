@@ -157,7 +157,7 @@ LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|wo
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
                      + _COUNTED + r"|"
-                     r"(which|what) (papers|studies|works|articles|research)\b|"
+                     r"(which|what) (papers|studies|works|articles|research|ones)\b|"
                      r"(which|what) of (these|those|the|all)( the)? (papers|studies|works|articles)\b|"
                      r"what work|(are there|is there) (any )?"
                      r"(papers|work|research) (on|about)|papers (on|about|that|which|using|applying|with|involving|"
@@ -319,7 +319,10 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
                    r"the (first|last) (two|three)|" + _BARE_ORDINAL + "|" + _THE_N +
                    r"|the (paper|method|approach|framework|model)|the authors?(?!\s+of\b)|"
-                   r"compare them|each of them|one of them|that(?=\s+(?:compare|dif+e?r|relate|stack)))\b",
+                   r"compare them|each of them|one of them|that(?=\s+(?:compare|dif+e?r|relate|stack))|"
+                   # "that" / "this" ending a clause, as the object: "any way around that?", "what's behind this?"
+                   r"(?:around|about|behind|beyond|past|against|with|without|for|from|than|like|of|on|to) (?:that|this)"
+                   r"(?=\s*(?:[?.!,;]|$)))\b",
                    re.IGNORECASE)
 # Words said before the question proper ("ok, so ..."), and a phrase saying the subject changes ("new question:",
 # "btw", "switching topics -"): `_NEW_SUBJECT` and `_LEAD_IN` read both.
@@ -347,7 +350,9 @@ _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNOR
 _DESCRIBED = re.compile(r"\b(?:the|that|this) (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+){0,3}? (?:one|paper)\b|"
                         r"\bthe (?:paper|work|study) (?:on|about|that|which|where) [\w\-]+(?: [\w\-]+){0,3}|"
-                        r"\bthe one (?:on|about|for|with|that|which|where)(?:'s|’s)? [\w\-]+(?: [\w\-]+){0,3}",
+                        r"\bthe one (?:on|about|for|with|that|which|where)(?:'s|’s)? [\w\-]+(?: [\w\-]+){0,3}|"
+                        # "the one tracing generated images back to ...": a paper named by what it does
+                        r"\bthe one (?!thing\b)[a-z\-]+ing \w[\w\-]*(?: \w[\w\-]*){0,3}",
                         re.IGNORECASE)
 # "Which of them ...?", "Which one ...?", "Which of the two ...?": one of the papers the last answer cited.
 _SELECT = re.compile(r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?(?:which|what)\s+(?:one\s+)?of\s+(?:them|these|those|the\s+"
@@ -416,8 +421,9 @@ _MIDDLE = re.compile(r"\s+(?:in|of|from)\s+the\s+(?:[\w\-/]+\s+){2,6}?(?:paper|w
 _DASHED_ASK = re.compile(r"(?:\s+[-–—]|\s*:)\s+(?=(?:and\s+)?(?:[\w\-]+\s+){0,2}?" + _WH + r"\b)", re.IGNORECASE)
 # The paper described as the subject mid-question: "Which privacy notion does the privacy-gated LLM agent paper aim
 # to secure?" -> "Which privacy notion does aim to secure?".
-_SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:[\w\-/]+\s+){2,6}?(?:paper|work)\b\s*",
-                      re.IGNORECASE)
+# ("... give you to work with?": "to work" is a verb)
+_SUBJECT = re.compile(r"\b((?:does|do|did|is|are|was|were|has|have)\s+)the\s+(?:[\w\-/]+\s+){2,6}?"
+                      r"(?<!\bto\s)(?:paper|work)\b\s*", re.IGNORECASE)
 # A name an expansion question asks to spell out: two or more capitals ("GHM", "R2G", "NAEViT", "AMCEs").
 _ACRONYM = re.compile(r"\b(?=(?:[a-z0-9\-]*[A-Z]){2})[A-Za-z][A-Za-z0-9\-]*\b")
 # The symbols an expansion question asks about, between its wh-word and the verb: "what does H stand for in their
@@ -761,10 +767,24 @@ _NOT_BARE = frozenset("one ones first second third last other both former latter
                       "why how what which who when where on in with for to of from by about".split())
 
 
+# Greetings before a question and remarks on the answer's form after it ("Hi! Which of the papers come up with a new
+# loss function? A short list is fine.") put nothing: the question is what lies between.
+_GREETING = re.compile(r"^\s*(?:(?:hi|hello|hey|hiya|greetings|good\s+(?:morning|afternoon|evening))(?:\s+there)?"
+                       r"(?:\s*[!,.:;\-–—]+|\s+(?=(?:please|can|could|would|which|what|how|why|is|are|do|does|any)\b)))\s*",
+                       re.IGNORECASE)
+_SIGN_OFF = re.compile(r"(?<=[?.!])\s+(?:(?:many\s+)?thanks(?:\s+a\s+lot|\s+in\s+advance)?|thank\s+you(?:\s+\w+)?|"
+                       r"cheers|ta|(?:a|one|the)\s+(?:short|brief|quick|rough)\s+(?:list|answer|summary|overview)\s+"
+                       r"(?:is|would\s+be)\s+(?:fine|ok|okay|enough|great|perfect)|keep\s+it\s+(?:short|brief)|"
+                       r"(?:just\s+)?(?:the\s+)?names?\s+(?:is|are|would\s+be)\s+(?:fine|ok|okay|enough))"
+                       r"\s*[.!]*\s*$", re.IGNORECASE)
+
+
 def request_put(question: str) -> str:
     """The question a request to the assistant puts: "Can you list the papers on privacy?" -> "list the papers on
     privacy?"; "could you tell me how much PrivGate cuts leakage?" -> "how much PrivGate cuts leakage?"; "and
-    datasets" -> "what datasets?". A question about a paper ("Can SERA be trained on one GPU?") is left as it is."""
+    datasets" -> "what datasets?"; "Hi! Which papers are on RL? A short list is fine." -> "Which papers are on RL?".
+    A question about a paper ("Can SERA be trained on one GPU?") is left as it is."""
+    question = _SIGN_OFF.sub("", _GREETING.sub("", question, count=1)).strip() or question
     bare = _BARE.match(question)
     if bare and not set(bare.group("asked").split()) & _NOT_BARE:
         return f"what {bare.group('asked')}?"

@@ -258,6 +258,16 @@ def test_question_reading() -> None:
     # the listing again); "that paper" alone points back without describing.
     assert Q.read("that rollout long-tail paper, what speedup did they report").described
     assert not Q.read("what speedup did that paper report?").described
+    # ... and "the one" followed by what it does (a blind dev drill-down, "for the one tracing generated images back
+    # to the training images, how do they keep it computationally cheap?", summarised the listing's two papers).
+    traced = Q.read("for the one tracing generated images back to the training images, how do they keep it cheap?")
+    assert traced.described and traced.asked == "how do they keep it cheap?"
+    assert not Q.read("is this one thing they measure?").described
+    # "that" / "this" as the object ending a clause points back (a blind dev follow-up, "any way around that?",
+    # after an answer on the width a network needs, was searched alone and answered from another paper).
+    for back in ("any way around that?", "what is behind this", "how do they compare to that?"):
+        assert Q.read(back).refers_back, back
+    assert not Q.read("which papers work on that topic?").refers_back
 
 
 def assert_asks(kind: str, asking: tuple[str, ...], not_asking: tuple[str, ...] = ()) -> None:
@@ -748,6 +758,9 @@ def test_the_clause_that_only_describes_the_paper_is_not_what_is_asked() -> None
     assert Q.read("What units does the object discovery agent in the label-free 3D scene segmentation work merge "
                   "incrementally?").ask == "What units does the object discovery agent merge incrementally?"
     assert Q.read("What does the model in the grokking work learn?").ask == ""  # one word names the paper
+    # "to work" is a verb, not the paper (a blind dev question lost "the new setting", which names its answer).
+    assert Q.read("In the Bayesian Optimization paper: what two things does the new setting give you to work "
+                  "with?").ask == "what two things does the new setting give you to work with?"
     # A description, a dash, then the question (a blind dev question answered with the paper's synthetic-data result).
     assert Q.read("the paper that learns adversarial strategies from survey experiments on voting - which real "
                   "election data did they apply it to?").ask == "which real election data did they apply it to?"

@@ -236,6 +236,18 @@ def test_a_request_to_the_assistant_asks_what_it_requests() -> None:
         assert q.summary and "yesno" not in q.asks, asked
     assert topic_alternatives(read("Can you list the papers about LLM-based agents?").text) == [["llm", "agents"]]
     assert read("can you tell me how much PrivGate cuts leakage?").asks == frozenset({"number"})
+    # A greeting before the question and a remark on the answer's form after it put nothing (a blind dev
+    # conversation, "Hi! Which of the papers come up with a new loss function? A short list is fine.", abstained).
+    hello = read("Hi! Which of the papers come up with a new loss function? A short list is fine.", alone=True)
+    assert hello.summary and hello.text == "Which of the papers come up with a new loss function?"
+    assert read("hey, what does SOLAR stand for? thanks!").text == "what does SOLAR stand for?"
+    assert read("Hello there. Is PrivGate fast?").text == "Is PrivGate fast?"
+    assert read("High-dimensional data: which papers?").text == "High-dimensional data: which papers?"
+    assert read("is it cheap? the paper says so").text == "is it cheap? the paper says so"
+    # "which ones ...?" lists papers as "which papers ...?" does (a blind dev switch, "ok and which ones use sgd",
+    # answered from one paper, its topic "ones sgd"); "which one ...?" picks one.
+    assert read("ok and which ones use sgd").summary and topic_alternatives("ok and which ones use sgd") == [["sgd"]]
+    assert not read("which one uses sgd?").summary
     # A question about a paper is a yes/no question still.
     assert "yesno" in read("Can SERA be trained on a single GPU?").asks
     assert "yesno" in read("Could the attack work without labels?").asks
@@ -304,6 +316,13 @@ def test_a_paper_on_an_example_the_question_gives_is_on_the_topic() -> None:
     asked = "Any papers about the order in which data comes, e.g. shuffling or permuting training data?"
     assert topic_parts(asked) == ("the order in which data comes", "shuffling or permuting training data")
     assert topic_parts("Which papers use diffusion models?")[1] == ""
+    # ", like X" and ", such as X" give examples too (a blind dev listing, "anything about predicting the future,
+    # like forecasting values or the future states of an environment?", left out the forecasting paper); "like"
+    # without the comma compares.
+    assert topic_parts("anything about predicting the future, like forecasting values?") == \
+        ("predicting the future", "forecasting values")
+    assert topic_parts("Which papers study attacks, such as backdoors?") == ("study attacks", "backdoors")
+    assert topic_parts("which papers act like a judge?")[1] == ""
     emb = HashEmbedder()
     q = Q.read(asked)
     shuffle = make_paper("We shuffle the training set in slow storage cheaply.", "a.txt", 0)
