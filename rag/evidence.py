@@ -570,7 +570,7 @@ _ABOUT = re.compile(r"^(?:about|regarding|concerning)\s+", re.IGNORECASE)
 _GENERIC = frozenset("use uses using apply applies applied work works working study studies studied analyse analyze "
                      "analyses propose proposes deal deals dealing address addresses tackle summarize summarise "
                      "overview research approaches methods new novel against stuff things involving involve "
-                     "involves mentioning mention mentions".split())
+                     "involves mentioning mention mentions something anything".split())
 
 
 # The field every paper is in names no topic: "attacks on machine learning models" is about attacks, "machine
@@ -590,6 +590,12 @@ _HERE = re.compile(r"\b(?:(?:in|from|among|within|of)\s+(?:this|the|these|our|my
 _PLEASE = re.compile(r"\s*\bplease\b\s*", re.IGNORECASE)
 
 
+# The frame asked after the topic: "I'm looking for research that models what people prefer. Which papers would
+# that be?"
+_FRAME_AFTER = re.compile(r"[.?!]\s*(?:so\s+)?(?:which|what)\s+(?:papers|ones|works?|studies)\s+"
+                          r"(?:(?:would|could|might)\s+(?:that|those|these|they|it)\s+be|"
+                          r"(?:are|is)\s+(?:that|those|these|they|it))\s*$", re.IGNORECASE)
+_CONTRAST = re.compile(r",?\s*\b(?:rather than|instead of|as opposed to)\b.*$", re.IGNORECASE)
 _EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[\s,:]|$)|"
                        r"[,;:(]\s*(?:like|such as)\s+", re.IGNORECASE)  # ", like X" gives examples; "like X" compares
 
@@ -612,6 +618,9 @@ def topic_parts(question: str) -> tuple[str, str]:
     framed = Q.without_exists_frame(_FRAME.sub("", Q.proper(question)))
     topic = _LISTED.sub("", _HERE.sub(" ", _UMBRELLA.sub(" ", framed)).strip(" ?.")).strip()
     topic = _ABOUT.sub("", _REPORTS.sub("", topic))
+    # What the papers do not do is no part of the topic: "derive something in closed form, rather than only learning
+    # it numerically" would take in every paper that learns.
+    topic = _CONTRAST.sub("", _FRAME_AFTER.sub("", topic)).strip() or topic
     # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives
     # every listed paper must hold one of (a paper on privacy risk in general is on it too)
     head, *examples = _EXAMPLES.split(topic, maxsplit=1)

@@ -153,7 +153,10 @@ LISTING_LEAD = (r"(?:(?:what|how)\s+about\s+(?:the\s+)?(?:other\s+)?(?:papers|wo
                 r"what(?:'s|’s|s|\s+is)\s+(?:out\s+)?there\s+(?:on|about|regarding|that)|"
                 # "what's been done on learning people's preferences?"
                 r"what(?:'s|’s|s|\s+has)\s+been\s+done\s+(?:on|about|regarding|in|with)|"
-                r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works))")
+                r"(?:show|find|give)\s+(?:me\s+)?(?:all\s+)?(?:the\s+)?(?:papers|studies|works)|"
+                # "I'm looking for research that models what people prefer ..."
+                r"(?:i'?m|i\s+am|i’m|we'?re|we\s+are)\s+(?:looking|searching)\s+for\s+(?:any\s+)?(?:research|papers|work|"
+                r"studies))")
 SUMMARY = re.compile(r"^\s*(?:(?:and|also|so|then|now|ok|okay)\b[,\s]*)?(please\s+)?"
                      r"(summari[sz]e|give (me )?an overview|survey|list (the |all )?(papers|work)|"
                      + _COUNTED + r"|"

@@ -309,8 +309,9 @@ def test_a_paper_on_an_example_the_question_gives_is_on_the_topic() -> None:
 
     from rag import question as Q
     from rag.config import Answering
-    from rag.evidence import SentenceScorer, relevant_papers, topic_parts
+    from rag.evidence import SentenceScorer, relevant_papers, topic_alternatives, topic_parts
     from rag.parse import make_paper
+    from rag.question import read
     from rag.records import Hit
 
     asked = "Any papers about the order in which data comes, e.g. shuffling or permuting training data?"
@@ -323,6 +324,20 @@ def test_a_paper_on_an_example_the_question_gives_is_on_the_topic() -> None:
         ("predicting the future", "forecasting values")
     assert topic_parts("Which papers study attacks, such as backdoors?") == ("study attacks", "backdoors")
     assert topic_parts("which papers act like a judge?")[1] == ""
+    # What the papers do not do is no part of the topic (a dev listing, "... worst-case rather than average-case
+    # outcomes?", and a blind dev one, "which papers derive something in closed form, rather than only learning it
+    # numerically?", took in papers through "average-case" and "learning"); "something" names no topic.
+    assert topic_alternatives("which papers derive something in closed form, rather than only learning it "
+                              "numerically?") == [["derive", "closed", "form"]]
+    assert topic_alternatives("Which papers optimize worst-case instead of average-case outcomes?") == \
+        [["optimize", "worst", "case"]]
+    # A listing asked by what the user is looking for, its frame after the topic (a blind dev conversation, "Good
+    # afternoon. I'm looking for research that models what people prefer ... Which papers would that be?", was
+    # answered from one paper's sentences).
+    looking = read("Good afternoon. I'm looking for research that models what people prefer, or how voters choose. "
+                   "Which papers would that be?", alone=True)
+    assert looking.summary
+    assert topic_alternatives(looking.text) == [["models", "people", "prefer"], ["voters", "choose"]]
     emb = HashEmbedder()
     q = Q.read(asked)
     shuffle = make_paper("We shuffle the training set in slow storage cheaply.", "a.txt", 0)
