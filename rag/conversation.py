@@ -105,10 +105,12 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             locate: Callable[[str], str | None], first: Callable[[str], str | None] = lambda text: None,
             words: Callable[[str], set[str]] = lambda paper_id: set(),
             named: Callable[[str], str | None] = lambda name: None,
-            topical: Callable[[str], bool] = lambda word: True) -> Focus:
+            topical: Callable[[str], bool] = lambda word: True,
+            close: Callable[[str], bool] = lambda text: True) -> Focus:
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
     retrieves first, a candidate for a question that describes its paper; `words` a paper's words; `named` the paper
-    a name few papers use belongs to; `topical` whether a word could name what a paper is about. A comparison naming
+    a name few papers use belongs to; `topical` whether a word could name what a paper is about; `close` whether a
+    text alone retrieves a paper close enough to answer from. A comparison naming
     two papers ("SOLAR vs NAEViT", "How does SOLAR differ from NAEViT?"), or a question about two papers at once
     ("what do AREW and the rollout-shaping paper each report?", `question.paper_pair`), sets both side by side, with
     or without history.
@@ -116,7 +118,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question),
     unless it is short and every word it names is in the paper under discussion ("What is the main risk?" after the
-    learnware paper, which says "risk").
+    learnware paper, which says "risk"), or alone it finds no paper close enough ("any comparison with human
+    experts?" after STT-LLM, whose abstract says "expert assessments": searched alone, it was declined).
     """
     if intent.compares:
         # the papers it names ("SOLAR", "R2G", "Opt-Miner": a rare word written as a name), even with "they" ("AREW
@@ -156,8 +159,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         written = words(cited[0]) if cited else set()
         # (a word no abstract writes, a typo among them, or one a third of them write names no other paper: "how much
         # cheaper than startng over?")
-        return Focus(question, (cited[0],)) if cited and all(written_in(w, written) or not topical(w) for w in asked) \
-            else Focus(question)
+        on_it = cited and (all(written_in(w, written) or not topical(w) for w in asked) or not close(question))
+        return Focus(question, (cited[0],)) if on_it else Focus(question)
     name = Q.leading_name(question)
     lead = named(name) if name else None
     if lead:  # "and SERA, what training does it use instead of RL?": "it" is the paper the question opens with

@@ -236,7 +236,7 @@ class Assistant:
         q = Q.read(question, alone=not history)
         question = q.text  # searched as what it requests: "list the papers about ...", not "Can you list ..."
         focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named,
-                                     self._topical)
+                                     self._topical, self._found)
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
             titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
@@ -292,6 +292,11 @@ class Assistant:
         idf above log 3)? Not a typo no abstract writes ("startng"), nor "over"."""
         lexical = self.retriever.lexical
         return lexical is None or lexical.idf([word]).get(word, 0.0) > math.log(3)
+
+    def _found(self, text: str) -> bool:
+        """Does a text alone retrieve a chunk as close as the unanswerable gate asks (`retrieval.min_similarity`)?"""
+        hits = self.retriever.search(text, top_k=self.settings.retrieval.top_k).hits
+        return any(h.best_similarity >= self.settings.retrieval.min_similarity for h in hits)
 
     def _first(self, text: str) -> str | None:
         """The paper a text alone retrieves first."""
