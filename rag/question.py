@@ -322,11 +322,12 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
                    r"the (first|second|third|fourth|fifth|last|other) (one|two|three|paper|papers|work|method)s?|"
                    r"the (first|last) (two|three)|" + _BARE_ORDINAL + "|" + _THE_N +
                    r"|the (paper|method|approach|framework|model)|the authors?(?!\s+of\b)|"
-                   r"compare them|each of them|one of them|that(?=\s+(?:compare|dif+e?r|relate|stack))|"
-                   # "that" / "this" ending a clause, as the object: "any way around that?", "what's behind this?"
-                   r"(?:around|about|behind|beyond|past|against|with|without|for|from|than|like|of|on|to) (?:that|this)"
-                   r"(?=\s*(?:[?.!,;]|$)))\b",
+                   r"compare them|each of them|one of them|that(?=\s+(?:compare|dif+e?r|relate|stack)))\b",
                    re.IGNORECASE)
+# "that" / "this" as the object ending a short question: "any way around that?", "what's behind this?" (not "What
+# about agents that seek information, is there work on that?", whose "that" is what it has just described).
+_THAT_BACK = re.compile(r"^\W*(?:[\w'’\-]+\s+){0,4}(?:around|about|behind|beyond|past|against|with|without|for|from|"
+                        r"than|like|of|on|to)\s+(?:that|this)\s*[?.!]*\s*$", re.IGNORECASE)
 # Words said before the question proper ("ok, so ..."), and a phrase saying the subject changes ("new question:",
 # "btw", "switching topics -"): `_NEW_SUBJECT` and `_LEAD_IN` read both.
 _FILLER = r"(?:ok(?:ay)?|so|now|right|alright|anyway|and|also)\b[,\s]*"
@@ -349,13 +350,16 @@ _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4}
 _ORDINAL = re.compile(r"\b(?:the )?(first|second|third|fourth|fifth|last)(?: (one|paper|work|method|approach))?\b",
                       re.IGNORECASE)
 _FIRST_N = re.compile(r"\b(?:the )?(first|last|top) (two|three|2|3)\b", re.IGNORECASE)
+# "the one tracing generated images back to ...": a paper named by what it does ("the one comparing recurrent and
+# multilayer nets" compares nothing itself).
+_ONE_DOING = r"\bthe one (?!thing\b)[a-z\-]+ing \w[\w\-]*(?: \w[\w\-]*){0,3}"
+_ONE_DOING_RE = re.compile(_ONE_DOING, re.IGNORECASE)
 # "the few-shot one", "the database paper": an earlier paper named by what it is about (not "the second one").
 _DESCRIBED = re.compile(r"\b(?:the|that|this) (?!(?:first|second|third|fourth|fifth|last|other|same|next|previous)\b)"
                         r"[\w\-]+(?: [\w\-]+){0,3}? (?:one|paper)\b|"
                         r"\bthe (?:paper|work|study) (?:on|about|that|which|where) [\w\-]+(?: [\w\-]+){0,3}|"
                         r"\bthe one (?:on|about|for|with|that|which|where)(?:'s|’s)? [\w\-]+(?: [\w\-]+){0,3}|"
-                        # "the one tracing generated images back to ...": a paper named by what it does
-                        r"\bthe one (?!thing\b)[a-z\-]+ing \w[\w\-]*(?: \w[\w\-]*){0,3}",
+                        + _ONE_DOING,
                         re.IGNORECASE)
 # "Which of them ...?", "Which one ...?", "Which of the two ...?": one of the papers the last answer cited.
 _SELECT = re.compile(r"^\s*(?:(?:and|so|ok|okay)\b[,\s]*)?(?:which|what)\s+(?:one\s+)?of\s+(?:them|these|those|the\s+"
@@ -878,13 +882,13 @@ def read(question: str, alone: bool = False) -> Question:
     return Question(text=question, kind=kind, wants=asks[0] if asks else "", asks=frozenset(asks), unit=unit,
                     unit_heads=heads,
                     unit_phrase=phrase, authors=bool(_AUTHORS.search(question)),
-                    refers_back=bool(_BACK.search(asked)) or described
+                    refers_back=bool(_BACK.search(asked) or _THAT_BACK.match(asked)) or described
                     or (kind != "summary" and elliptical(question)), described=described,
                     continues=bool(_CONTINUES.search(question)), searched=question,
                     noun=noun, ask=ask, new_subject=_new_subject(question), acronym=named.group(0) if named else "",
                     symbols=symbols_asked(ask or question) if "expansion" in asks and not named else (),
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
-                    availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(question)),
+                    availability=bool(_AVAILABILITY.search(question)), compares=bool(_COMPARES.search(_ONE_DOING_RE.sub(" ", question))),
                     limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
                     choices=choices_in(question) if kind != "summary" and not _EXISTS.search(question) else (),
                     collection=collection,

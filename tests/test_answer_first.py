@@ -268,6 +268,13 @@ def test_question_reading() -> None:
     for back in ("any way around that?", "what is behind this", "how do they compare to that?"):
         assert Q.read(back).refers_back, back
     assert not Q.read("which papers work on that topic?").refers_back
+    # ... in a short question: in a long one, "that" is what it has just described (a dev switch).
+    assert not Q.read("What about agents that have to actively seek information, is there work on that?").refers_back
+    # "the one comparing X and Y" describes a paper; it asks for no comparison (a dev drill-down set the two listed
+    # papers side by side).
+    described = Q.read("The one comparing recurrent and multilayer nets - how many layers do the multilayer ones need?")
+    assert described.described and not described.compares
+    assert Q.read("how does the few-shot one compare to SOLAR?").compares
 
 
 def assert_asks(kind: str, asking: tuple[str, ...], not_asking: tuple[str, ...] = ()) -> None:
