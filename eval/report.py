@@ -108,6 +108,11 @@ def summary_text(summary: dict[str, Any]) -> str:
         parts += ["", "Answers", answers_table(summary),
                   f"abstention: precision {fmt(ab['precision'])}, recall {fmt(ab['recall'])}, "
                   f"false abstention {fmt(ab['false_abstention'])}"]
+        if "declining" in summary["answers"]["overall"]:
+            de = summary["answers"]["overall"]["declining"]
+            parts.append(f"declined (abstained, or opened with 'No abstract mentions ...' / 'No paper is clearly on "
+                         f"this topic' before the closest): recall {fmt(de['recall'])}, false "
+                         f"{fmt(de['false_abstention'])}")
         o = summary["answers"]["overall"]
         if o.get("checked_sentences"):
             parts.append(f"support check: {o['unsupported_sentences']} of {o['checked_sentences']} model-written "

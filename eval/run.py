@@ -192,7 +192,8 @@ def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
                     "quoted": None if ans.abstained else M.is_quoted(ans.text, ans.mode),
                     "citation_recall": recall, "outside": M.outside_retrieved(cited, [h.paper.paper_id
                                                                                         for h in ans.hits]),
-                    "abstained": ans.abstained, "unsupported": sum(1 for c in ans.checks if not c.supported),
+                    "abstained": ans.abstained, "declined": ans.abstained or ans.declined,
+                    "unsupported": sum(1 for c in ans.checks if not c.supported),
                     "checked": len(ans.checks), "dropped_markers": ans.dropped_markers},
         "timings": {k: round(v, 3) for k, v in ans.timings.items()},
     }
@@ -267,6 +268,10 @@ def answer_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "citation_recall": M.mean(x["citation_recall"] for x in m),
             "outside_citations": sum(x["outside"] for x in m),
             "abstention_rate": M.mean(x["abstained"] for x in m), "abstention": abst.to_dict(),
+            # Abstained, or said first that no abstract holds what was asked before the closest papers (older runs:
+            # abstained only).
+            "declining": M.abstention_scores([x.get("declined", x["abstained"]) for x in m],
+                                             [r["kind"] == "unanswerable" for r in rs]).to_dict(),
             "modes": {mode: sum(1 for r in rs if r["mode"] == mode) for mode in sorted({r["mode"] for r in rs})},
             "unsupported_sentences": sum(x["unsupported"] for x in m),
             # Share of the model's checked answer sentences the support check flagged (older runs: no "checked").

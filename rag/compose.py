@@ -136,6 +136,13 @@ def declined(intent: Question) -> str:
     return "No: none of these abstracts is close to this topic."
 
 
+def says_none(intent: Question, listing: bool, none_on_topic: bool) -> bool:
+    """Does a listing open by saying no paper is on its topic? "Are there papers about quantum computing?" with none
+    on it says no before the closest, as does a count; when no abstract uses a word of the topic, the pipeline has
+    already said which ("No abstract mentions quantum; ...")."""
+    return listing and none_on_topic and ("count" in intent.asks or (intent.exists and not intent.unmentioned))
+
+
 def framed(text: str, intent: Question, listing: bool, listed: int, total: int = 0, saturated: bool = False,
            none_on_topic: bool = False) -> str:
     """The answer opened by what the question asks of it beyond its sentences: the alternative an either/or
@@ -147,9 +154,7 @@ def framed(text: str, intent: Question, listing: bool, listed: int, total: int =
         return with_choice(text, intent.choices)
     if intent.collection:
         return f"{total} {'paper is' if total == 1 else 'papers are'} indexed; in source order:\n{text}"
-    # "Are there papers about quantum computing?" with none on it: the answer says no before the closest (when no
-    # abstract uses a word of the topic, the pipeline has already said which).
-    if listing and none_on_topic and ("count" in intent.asks or (intent.exists and not intent.unmentioned)):
+    if says_none(intent, listing, none_on_topic):
         return f"No paper is clearly on this topic; the closest:\n{text}"
     if "count" in intent.asks and listing:
         papers = "paper" if listed == 1 else "papers"

@@ -155,6 +155,10 @@ class Answer:
     # A summary's papers on the topic past the ones it lists, best first: not cited in the text, each numbered on
     # from the listed ones and carrying its best sentence, so the reader can open the rest of the list.
     more: tuple[Citation, ...] = ()
+    # The answer says first that the abstracts do not hold what was asked ("No abstract mentions federated; the
+    # closest: ...", "No paper is clearly on this topic; the closest: ..."), then shows the closest papers; an
+    # abstention declines too.
+    declined: bool = False
 
     @property
     def drafted(self) -> bool:
@@ -168,6 +172,7 @@ class Answer:
             "resolved_papers": list(self.focus),
             "answer": self.text,
             "abstained": self.abstained,
+            "declined": self.declined or self.abstained,
             "mode": self.mode,
             "citations": [c.to_dict() for c in self.citations],
             "more": [c.to_dict() for c in self.more],

@@ -78,6 +78,24 @@ def test_a_summarys_papers_past_its_list_count_as_shown() -> None:
     assert metrics["correct"] == 1.0
 
 
+def test_an_answer_saying_no_abstract_mentions_the_topic_declines_but_does_not_abstain() -> None:
+    from eval.run import answer_summary, score_answer
+
+    closest = Citation(1, _paper("a"))
+    said = Answer(question="Any papers on quantum circuits?", text="No abstract mentions quantum; the closest: A [1].",
+                  citations=(closest,), hits=(), abstained=False, timings={}, model="m", settings_fingerprint="f",
+                  declined=True)
+    plain = Answer(question="What does A do?", text="A does a [1].", citations=(closest,), hits=(), abstained=False,
+                   timings={}, model="m", settings_fingerprint="f")
+    none = Question(id="u1", kind="unanswerable", question=said.question, gold=(), facts=())
+    fact = Question(id="f1", kind="factoid", question=plain.question, gold=("a",), facts=(("does a",),))
+    rows = [{"id": q.id, "kind": q.kind, **score_answer(q, a)} for q, a in ((none, said), (fact, plain))]
+    assert rows[0]["metrics"]["declined"] and not rows[0]["metrics"]["abstained"]
+    overall = answer_summary(rows)["overall"]
+    assert overall["abstention"]["recall"] == 0.0  # strict: it answered
+    assert overall["declining"]["recall"] == 1.0 and overall["declining"]["false_abstention"] == 0.0
+
+
 def test_outside_retrieved_counts_every_marker() -> None:
     assert M.outside_retrieved(["a", "z", "z"], ["a", "b"]) == 2
     assert M.outside_retrieved([], ["a"]) == 0

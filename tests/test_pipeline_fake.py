@@ -325,14 +325,16 @@ def test_an_existence_question_on_a_topic_no_abstract_mentions_says_so_before_th
     assert not ans.abstained
     assert ans.text.startswith("No abstract mentions federated; the closest: "), ans.text
     assert "there is no paper" not in ans.text.lower() and ans.citations
+    assert ans.declined and ans.to_dict()["declined"]  # it says no first: the eval counts it as declining
     # Every word of the topic in the abstracts: the answer is the paper, with no such caveat.
     ans = a.ask("Is there a paper on persistent backdoor attacks in class-incremental learning?")
     assert not ans.abstained and not ans.text.startswith("No abstract mentions"), ans.text
-    assert "backdoor" in ans.text.lower()
+    assert "backdoor" in ans.text.lower() and not ans.declined
     # Asked for papers, a listing: its answer says so too, not only its small print (a blind dev question, "any
     # papers on protein structure prediction with diffusion models?", listed diffusion papers without a word).
     listed = a.ask("Are there any papers on federated learning?")
     assert listed.text.startswith("No abstract mentions federated; the closest papers:\n- "), listed.text
+    assert listed.declined
     # A word is mentioned in another form of it ("robots" where the abstracts write "robotic"), not where another
     # word only starts alike: a blind dev question, "Is there a paper here on machine translation for low-resource
     # languages?", was answered from Opt-Miner as if "translation" were "transfer" or "transformation".
