@@ -595,6 +595,9 @@ _PLEASE = re.compile(r"\s*\bplease\b\s*", re.IGNORECASE)
 _FRAME_AFTER = re.compile(r"[.?!]\s*(?:so\s+)?(?:which|what)\s+(?:papers|ones|works?|studies)\s+"
                           r"(?:(?:would|could|might)\s+(?:that|those|these|they|it)\s+be|"
                           r"(?:are|is)\s+(?:that|those|these|they|it))\s*$", re.IGNORECASE)
+# A name in parentheses is another name for the topic: "stochastic gradient descent (SGD)" is either, and a paper
+# writing only "SGD" is on it ("(or several)", "(e.g. ...)" are not names).
+_ALSO_NAMED = re.compile(r"\s*\(\s*(?!(?:or|and|not|e\.g|i\.e|just|only|incl\w*)\b)([\w\-]+(?:\s+[\w\-]+)?)\s*\)")
 _CONTRAST = re.compile(r",?\s*\b(?:rather than|instead of|as opposed to)\b.*$", re.IGNORECASE)
 _EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[\s,:]|$)|"
                        r"[,;:(]\s*(?:like|such as)\s+", re.IGNORECASE)  # ", like X" gives examples; "like X" compares
@@ -621,6 +624,7 @@ def topic_parts(question: str) -> tuple[str, str]:
     # What the papers do not do is no part of the topic: "derive something in closed form, rather than only learning
     # it numerically" would take in every paper that learns.
     topic = _CONTRAST.sub("", _FRAME_AFTER.sub("", topic)).strip() or topic
+    topic = _ALSO_NAMED.sub(r" or \1", topic)
     # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives
     # every listed paper must hold one of (a paper on privacy risk in general is on it too)
     head, *examples = _EXAMPLES.split(topic, maxsplit=1)

@@ -331,6 +331,12 @@ def test_a_paper_on_an_example_the_question_gives_is_on_the_topic() -> None:
                               "numerically?") == [["derive", "closed", "form"]]
     assert topic_alternatives("Which papers optimize worst-case instead of average-case outcomes?") == \
         [["optimize", "worst", "case"]]
+    # A name in parentheses is another name for the topic (a dev listing, "... stochastic gradient descent (SGD)?",
+    # left out the paper writing only "SGD"); "(or several)" is none.
+    assert topic_alternatives("What work is there involving stochastic gradient descent (SGD)?") == \
+        [["stochastic", "gradient", "descent"], ["sgd"]]
+    assert topic_alternatives("which papers involve distilling one model (or several) into another") == \
+        [["distilling", "one", "model", "several", "another"]]
     # A listing asked by what the user is looking for, its frame after the topic (a blind dev conversation, "Good
     # afternoon. I'm looking for research that models what people prefer ... Which papers would that be?", was
     # answered from one paper's sentences).
