@@ -627,7 +627,10 @@ def topic_parts(question: str) -> tuple[str, str]:
     topic = _ALSO_NAMED.sub(r" or \1", topic)
     # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives
     # every listed paper must hold one of (a paper on privacy risk in general is on it too)
-    head, *examples = _EXAMPLES.split(topic, maxsplit=1)
+    # "anything on forecasting? predicting what comes next over time": what follows the question mark says more
+    # of the topic before it, as examples do
+    head, *examples = re.split(r"\?\s+(?=\w)", topic, maxsplit=1) if "?" in topic.rstrip("?") else \
+        _EXAMPLES.split(topic, maxsplit=1)
     head = head.strip(" ,;:(")
     if head != topic and [w for w in tokens(head) if w not in _GENERIC]:
         return head, " ".join(examples).strip(" ,;:()")

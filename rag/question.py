@@ -314,7 +314,7 @@ _BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|
 # Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
 # refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always; "the
 # authors", but not "the authors of" a paper the question names.
-_BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|"
+_BACK = re.compile(r"\b(it|its|it's|itself|they|their|them|theirs|themselves|both|either|these|those|"
                    # "that" as the subject of a question: "how many tasks was that evaluated on?"
                    r"(?:was|is|were|are|does|did|do|has|have|had|can|could|would|will) that"
                    r"(?!\s+(?:paper|work|method|approach|model|one)\b)|this (paper|work|method|"
@@ -798,6 +798,11 @@ def request_put(question: str) -> str:
     return _REQUEST.sub("", question, count=1) or question
 
 
+# The end of a question that goes on to say more of its topic: "anything on forecasting? predicting what comes next
+# over time" asks for a field of one word.
+_SAID_MORE = re.compile(r"\?\s+(?=\w)")
+
+
 def read(question: str, alone: bool = False) -> Question:
     """e.g. read("By how much does it cut leakage?") -> Question(kind="factoid", wants="number", refers_back=True);
     `alone`: nothing was said before, so "Which of these papers ...?" asks about every paper, not earlier ones."""
@@ -820,7 +825,8 @@ def read(question: str, alone: bool = False) -> Question:
         # Alternatives name one topic: "anything on making inference cheaper or faster?" is a field of two words.
         # (Of "anything on X? what motivates it", the topic is X.)
         topic = re.sub(r"\b[\w\-]+\s+or\s+(?=[\w\-]+)", "",
-                       _EXISTS.sub("", unglossed(parts[0] if exists_first else asked)), flags=re.IGNORECASE)
+                       _EXISTS.sub("", unglossed(parts[0] if exists_first else _SAID_MORE.split(asked, 1)[0])),
+                       flags=re.IGNORECASE)
         words = len([w for w in tokens(topic) if w not in _FRAME_WORDS])
         # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described
         # in the singular ("Is there work on the privacy risk of the specifications published in learnware?") is

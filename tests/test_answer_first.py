@@ -268,6 +268,9 @@ def test_question_reading() -> None:
     for back in ("any way around that?", "what is behind this", "how do they compare to that?"):
         assert Q.read(back).refers_back, back
     assert not Q.read("which papers work on that topic?").refers_back
+    # "itself" points back too (a blind dev follow-up, "and is the learning itself near the best possible?", after
+    # the exact-unlearning paper, was searched alone and answered from the few-shot paper).
+    assert Q.read("and is the learning itself near the best possible?").refers_back
     # ... in a short question: in a long one, "that" is what it has just described (a dev switch).
     assert not Q.read("What about agents that have to actively seek information, is there work on that?").refers_back
     # "the one comparing X and Y" describes a paper; it asks for no comparison (a dev drill-down set the two listed

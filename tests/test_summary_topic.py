@@ -334,6 +334,12 @@ def test_a_paper_on_an_example_the_question_gives_is_on_the_topic() -> None:
                               "numerically?") == [["derive", "closed", "form"]]
     assert topic_alternatives("Which papers optimize worst-case instead of average-case outcomes?") == \
         [["optimize", "worst", "case"]]
+    # What follows a question mark says more of the topic before it (a blind dev conversation, "anything on
+    # forecasting? predicting what comes next over time, values or states", was read as asking for one paper and
+    # listed only one).
+    more = read("anything on forecasting? predicting what comes next over time, values or states", alone=True)
+    assert more.summary and topic_parts(more.text) == ("forecasting", "predicting what comes next over time, values "
+                                                                      "or states")
     # A name in parentheses is another name for the topic (a dev listing, "... stochastic gradient descent (SGD)?",
     # left out the paper writing only "SGD"); "(or several)" is none.
     assert topic_alternatives("What work is there involving stochastic gradient descent (SGD)?") == \
