@@ -567,7 +567,8 @@ _LISTED = re.compile(r"\s+(?:papers|works|studies|articles)(?=\s*(?:here)?\s*[?.
 _REPORTS = re.compile(r"^(?:report|reports|show|shows)\s+(?:(?:a|an|the|any)\s+)?", re.IGNORECASE)
 # "about robotics" is about robotics.
 _ABOUT = re.compile(r"^(?:about|regarding|concerning)\s+", re.IGNORECASE)
-_GENERIC = frozenset("use uses using apply applies applied application applications work works working study studies studied analyse analyze "
+_GENERIC = frozenset("use uses using apply applies applied application applications work works working study "
+                     "studies studied analyse analyze "
                      "analyses propose proposes deal deals dealing address addresses tackle summarize summarise "
                      "overview research approaches methods new novel against stuff things involving involve "
                      "involves mentioning mention mentions something anything".split())
