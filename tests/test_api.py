@@ -139,6 +139,7 @@ def test_follow_up_with_only_its_is_answered_from_the_history(server: Server) ->
     assert got.rag["searched"] == reference.searched != follow
     # ... and resolved to the paper the previous answer cited, which the API returns as the chat shows it
     assert got.rag["resolved_papers"] == list(reference.focus) == [PRIVGATE] and got.rag["more"] == []
+    assert got.rag["declined"] is False  # it answers
     asked = len(server.generator.prompts)
     alone = _ask(server, OVERHEAD, messages=[{"role": "user", "content": follow}])
     assert alone.rag["searched"] == follow  # without the history "its" is not resolved

@@ -320,8 +320,8 @@ def _translate(error: BaseException) -> ApiError:
 
 def _extras(answer: Answer) -> dict[str, Any]:
     d = answer.to_dict()
-    keys = ("abstained", "mode", "notices", "unsupported_sentences", "searched", "resolved_papers", "more", "timings",
-            "settings_fingerprint", "prompt_version")
+    keys = ("abstained", "declined", "mode", "notices", "unsupported_sentences", "searched", "resolved_papers", "more",
+            "timings", "settings_fingerprint", "prompt_version")
     return {k: d[k] for k in keys}
 
 
