@@ -118,8 +118,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question),
     unless it is short and every word it names is in the paper under discussion ("What is the main risk?" after the
-    learnware paper, which says "risk"), or alone it finds no paper close enough ("any comparison with human
-    experts?" after STT-LLM, whose abstract says "expert assessments": searched alone, it was declined).
+    learnware paper, which says "risk"), or the paper writes one of them and alone the question finds no paper close
+    enough ("any comparison with human experts?" after STT-LLM, whose abstract says "expert assessments": searched
+    alone, it was declined; "any tips on cooking?" is searched, and declined, as before).
     """
     if intent.compares:
         # the papers it names ("SOLAR", "R2G", "Opt-Miner": a rare word written as a name), even with "they" ("AREW
@@ -159,7 +160,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         written = words(cited[0]) if cited else set()
         # (a word no abstract writes, a typo among them, or one a third of them write names no other paper: "how much
         # cheaper than startng over?")
-        on_it = cited and (all(written_in(w, written) or not topical(w) for w in asked) or not close(question))
+        on_it = cited and (all(written_in(w, written) or not topical(w) for w in asked)
+                           or (any(written_in(w, written) for w in asked) and not close(question)))
         return Focus(question, (cited[0],)) if on_it else Focus(question)
     name = Q.leading_name(question)
     lead = named(name) if name else None

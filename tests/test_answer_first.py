@@ -1254,14 +1254,16 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
 
     assert focus_words("What is the main risk?") == ("privgate",)
     assert focus_words("What about robotics?") == () and focus_words("What is the main risk of LLM agents?") == ()
-    # ... unless, searched alone, it finds no paper close enough to answer from: it goes on about the paper under
-    # discussion (a blind dev follow-up, "any comparison with human experts?" after STT-LLM, was declined).
+    # ... unless the paper writes one of its words and, searched alone, it finds no paper close enough to answer from:
+    # it goes on about the paper under discussion (a blind dev follow-up, "any comparison with human experts?" after
+    # STT-LLM, was declined).
     def focus_found(question: str, found: bool) -> tuple[str, ...]:
         return resolve(question, Q.read(question), history, locate=lambda s: None, first=lambda text: None,
                        words=lambda paper_id: said.get(paper_id, set()), close=lambda text: found).papers
 
-    assert focus_found("any comparison with human experts?", found=False) == ("privgate",)
-    assert focus_found("any comparison with human experts?", found=True) == ()
+    assert focus_found("any comparison of risk with humans?", found=False) == ("privgate",)
+    assert focus_found("any comparison of risk with humans?", found=True) == ()
+    assert focus_found("any tips on cooking?", found=False) == ()  # nothing the paper writes: searched, declined
     assert focus_found("And which papers use diffusion?", found=False) == ()  # a listing is searched as it is
     # "How does it differ from X?": the paper pointed at and the one the question names, side by side.
     differ = "How does it differ from the learnware paper?"
