@@ -120,7 +120,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     unless it is short and every word it names is in the paper under discussion ("What is the main risk?" after the
     learnware paper, which says "risk"), or the paper writes one of them and alone the question finds no paper close
     enough ("any comparison with human experts?" after STT-LLM, whose abstract says "expert assessments": searched
-    alone, it was declined; "any tips on cooking?" is searched, and declined, as before).
+    alone, it was declined).
     """
     if intent.compares:
         # the papers it names ("SOLAR", "R2G", "Opt-Miner": a rare word written as a name), even with "they" ("AREW

@@ -630,8 +630,7 @@ def topic_parts(question: str) -> tuple[str, str]:
     # every listed paper must hold one of (a paper on privacy risk in general is on it too)
     # "anything on forecasting? predicting what comes next over time": what follows the question mark says more
     # of the topic before it, as examples do
-    head, *examples = re.split(r"\?\s+(?=\w)", topic, maxsplit=1) if "?" in topic.rstrip("?") else \
-        _EXAMPLES.split(topic, maxsplit=1)
+    head, *examples = (Q.SAID_MORE if "?" in topic.rstrip("?") else _EXAMPLES).split(topic, maxsplit=1)
     head = head.strip(" ,;:(")
     if head != topic and [w for w in tokens(head) if w not in _GENERIC]:
         return head, " ".join(examples).strip(" ,;:()")

@@ -800,7 +800,7 @@ def request_put(question: str) -> str:
 
 # The end of a question that goes on to say more of its topic: "anything on forecasting? predicting what comes next
 # over time" asks for a field of one word.
-_SAID_MORE = re.compile(r"\?\s+(?=\w)")
+SAID_MORE = re.compile(r"\?\s+(?=\w)")
 
 
 def read(question: str, alone: bool = False) -> Question:
@@ -825,7 +825,7 @@ def read(question: str, alone: bool = False) -> Question:
         # Alternatives name one topic: "anything on making inference cheaper or faster?" is a field of two words.
         # (Of "anything on X? what motivates it", the topic is X.)
         topic = re.sub(r"\b[\w\-]+\s+or\s+(?=[\w\-]+)", "",
-                       _EXISTS.sub("", unglossed(parts[0] if exists_first else _SAID_MORE.split(asked, 1)[0])),
+                       _EXISTS.sub("", unglossed(parts[0] if exists_first else SAID_MORE.split(asked, 1)[0])),
                        flags=re.IGNORECASE)
         words = len([w for w in tokens(topic) if w not in _FRAME_WORDS])
         # "Is there a paper on robotics?" names a field, and every paper in it answers: a listing. One described

@@ -1263,7 +1263,7 @@ def test_a_follow_up_naming_nothing_is_about_the_discussed_paper_and_which_of_th
 
     assert focus_found("any comparison of risk with humans?", found=False) == ("privgate",)
     assert focus_found("any comparison of risk with humans?", found=True) == ()
-    assert focus_found("any tips on cooking?", found=False) == ()  # nothing the paper writes: searched, declined
+    assert focus_found("any tips on cooking?", found=False) == ()  # nothing the paper writes: searched alone
     assert focus_found("And which papers use diffusion?", found=False) == ()  # a listing is searched as it is
     # "How does it differ from X?": the paper pointed at and the one the question names, side by side.
     differ = "How does it differ from the learnware paper?"
