@@ -314,7 +314,9 @@ _BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|
 # Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
 # refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always; "the
 # authors", but not "the authors of" a paper the question names.
-_BACK = re.compile(r"\b(it|its|it's|itself|they|their|them|theirs|themselves|both|either|these|those|"
+_BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|those|"
+                   # "the learning itself" (not "models that improve themselves", a topic)
+                   r"the [\w\-]+ (?:itself|themselves)|"
                    # "that" as the subject of a question: "how many tasks was that evaluated on?"
                    r"(?:was|is|were|are|does|did|do|has|have|had|can|could|would|will) that"
                    r"(?!\s+(?:paper|work|method|approach|model|one)\b)|this (paper|work|method|"

@@ -271,6 +271,7 @@ def test_question_reading() -> None:
     # "itself" points back too (a blind dev follow-up, "and is the learning itself near the best possible?", after
     # the exact-unlearning paper, was searched alone and answered from the few-shot paper).
     assert Q.read("and is the learning itself near the best possible?").refers_back
+    assert not Q.read("and which papers have models that improve themselves?").refers_back  # a topic
     # ... in a short question: in a long one, "that" is what it has just described (a dev switch).
     assert not Q.read("What about agents that have to actively seek information, is there work on that?").refers_back
     # "the one comparing X and Y" describes a paper; it asks for no comparison (a dev drill-down set the two listed
