@@ -192,7 +192,7 @@ def score_answer(q: Question, ans: Answer) -> dict[str, Any]:
                     "quoted": None if ans.abstained else M.is_quoted(ans.text, ans.mode),
                     "citation_recall": recall, "outside": M.outside_retrieved(cited, [h.paper.paper_id
                                                                                         for h in ans.hits]),
-                    "abstained": ans.abstained, "declined": ans.abstained or ans.declined,
+                    "abstained": ans.abstained, "declined": ans.declined,
                     "unsupported": sum(1 for c in ans.checks if not c.supported),
                     "checked": len(ans.checks), "dropped_markers": ans.dropped_markers},
         "timings": {k: round(v, 3) for k, v in ans.timings.items()},

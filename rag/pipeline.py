@@ -485,7 +485,7 @@ class Assistant:
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final
         abstained = mode == "abstained"
-        declined = not abstained and compose.says_none(q, listing, none_on_topic)
+        said_absent = not abstained and compose.says_none(q, listing, none_on_topic)
         if q.unmentioned and not abstained and not pinned:
             # "Is there a paper on speculative decoding?": the closest paper is shown, and said to be only that.
             missing = ", ".join(q.unmentioned)
@@ -493,10 +493,10 @@ class Assistant:
                 notices.append(f"no abstract mentions {missing}: these are the closest papers")
                 if q.exists and none_on_topic:  # "Any papers on protein folding?": the answer says no, then the rest
                     text = f"No abstract mentions {missing}; the closest papers:\n{text}"
-                    declined = True
+                    said_absent = True
             else:
                 text = f"No abstract mentions {missing}; the closest: {text}"
-                declined = True
+                said_absent = True
         if not abstained:
             text = compose.framed(text, q, listing, len(budget.blocks) + len(more), total, saturated, none_on_topic)
         if none_on_topic and listing and "count" not in q.asks and not abstained:
@@ -517,7 +517,7 @@ class Assistant:
             notices=tuple(notices), evidence=tuple(budget.blocks),
             more=() if abstained else tuple(Citation(n=len(budget.blocks) + i, paper=b.hit.paper,
                                                      supporting=b.sentences) for i, b in enumerate(more, start=1)),
-            declined=declined,
+            said_absent=said_absent,
         )
 
     def answering(self) -> Answering:

@@ -156,9 +156,13 @@ class Answer:
     # from the listed ones and carrying its best sentence, so the reader can open the rest of the list.
     more: tuple[Citation, ...] = ()
     # The answer says first that the abstracts do not hold what was asked ("No abstract mentions federated; the
-    # closest: ...", "No paper is clearly on this topic; the closest: ..."), then shows the closest papers; an
-    # abstention declines too.
-    declined: bool = False
+    # closest: ...", "No paper is clearly on this topic; the closest: ..."), then shows the closest papers.
+    said_absent: bool = False
+
+    @property
+    def declined(self) -> bool:
+        """Whether the answer declines: it abstained, or said first that no abstract holds what was asked."""
+        return self.abstained or self.said_absent
 
     @property
     def drafted(self) -> bool:
@@ -172,7 +176,7 @@ class Answer:
             "resolved_papers": list(self.focus),
             "answer": self.text,
             "abstained": self.abstained,
-            "declined": self.declined or self.abstained,
+            "declined": self.declined,
             "mode": self.mode,
             "citations": [c.to_dict() for c in self.citations],
             "more": [c.to_dict() for c in self.more],

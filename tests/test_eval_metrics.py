@@ -84,7 +84,7 @@ def test_an_answer_saying_no_abstract_mentions_the_topic_declines_but_does_not_a
     closest = Citation(1, _paper("a"))
     said = Answer(question="Any papers on quantum circuits?", text="No abstract mentions quantum; the closest: A [1].",
                   citations=(closest,), hits=(), abstained=False, timings={}, model="m", settings_fingerprint="f",
-                  declined=True)
+                  said_absent=True)
     plain = Answer(question="What does A do?", text="A does a [1].", citations=(closest,), hits=(), abstained=False,
                    timings={}, model="m", settings_fingerprint="f")
     none = Question(id="u1", kind="unanswerable", question=said.question, gold=(), facts=())
