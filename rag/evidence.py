@@ -571,7 +571,8 @@ _GENERIC = frozenset("use uses using apply applies applied application applicati
                      "studies studied analyse analyze "
                      "analyses propose proposes deal deals dealing address addresses tackle summarize summarise "
                      "overview research approaches methods new novel against stuff things involving involve "
-                     "involves mentioning mention mentions something anything".split())
+                     "involves mentioning mention mentions something anything run runs running ran conduct conducts "
+                     "conducting conducted perform performs performing performed".split())
 
 
 # The field every paper is in names no topic: "attacks on machine learning models" is about attacks, "machine

@@ -195,6 +195,9 @@ def test_words_framing_a_listing_are_no_topic() -> None:
     # "applications in robotics" is robotics (a dev listing left out the paper on robotic hardware design: it never
     # writes "applications").
     assert topic_alternatives("Which papers have applications in robotics?") == [["robotics"]]
+    # "run", "conduct", "perform" are the frame's verbs (a blind dev listing, "which papers mention running
+    # ablation studies?", was declined: no paper writes "running ablation").
+    assert topic_alternatives("which papers mention running ablation studies?") == [["ablation"]]
 
 
 def test_a_listing_asked_for_paper_by_paper_is_a_listing_of_its_topic() -> None:
