@@ -35,6 +35,10 @@ from .support import markers_in
 from .text import MARKER, split_sentences, tokens, written_in
 
 Message = dict[str, Any]
+# "what about robotics?", "ok and how about X?": a subject of the user's own, not a detail of the paper discussed.
+# A paper spoken of by a noun: "the learnware paper", "the link-stealing one", "the work on ...".
+_A_PAPER = re.compile(r"\b(?:paper|papers|one|ones|work|study|method|approach|framework)\b", re.IGNORECASE)
+_WHAT_ABOUT = re.compile(r"^\W*(?:(?:and|ok|okay|so|now)\W+)*(?:what|how) about\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -106,11 +110,15 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             words: Callable[[str], set[str]] = lambda paper_id: set(),
             named: Callable[[str], str | None] = lambda name: None,
             topical: Callable[[str], bool] = lambda word: True,
-            close: Callable[[str], bool] = lambda text: True) -> Focus:
+            close: Callable[[str], bool] = lambda text: True,
+            titled: Callable[[str, set[str], str], bool] = lambda text, words, paper_id: True) -> Focus:
     """The query to search and the earlier papers the question points at; `first` gives the paper a text alone
     retrieves first, a candidate for a question that describes its paper; `words` a paper's words; `named` the paper
     a name few papers use belongs to; `topical` whether a word could name what a paper is about; `close` whether a
-    text alone retrieves a paper close enough to answer from. A comparison naming
+    text alone retrieves a paper close enough to answer from; `titled` whether a paper other than the given one, among
+    the first few a text alone retrieves, has the given words in its title or opening sentence (they are its
+    subject). A comparison
+    naming
     two papers ("SOLAR vs NAEViT", "How does SOLAR differ from NAEViT?"), or a question about two papers at once
     ("what do AREW and the rollout-shaping paper each report?", `question.paper_pair`), sets both side by side, with
     or without history.
@@ -160,8 +168,15 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         written = words(cited[0]) if cited else set()
         # (a word no abstract writes, a typo among them, or one a third of them write names no other paper: "how much
         # cheaper than startng over?")
-        on_it = cited and (all(written_in(w, written) or not topical(w) for w in asked)
-                           or (any(written_in(w, written) for w in asked) and not close(question)))
+        # ... and a short question whose words are no other paper's subject either: "zero-shot results?" after
+        # SOLAR, "hardware needed?" after SERA ask it of the paper under discussion, though another paper writes
+        # them in passing; "contrastive learning?" is another paper's subject, and "what about robotics?" changes it
+        other = next((p for name in Q.names_in(question) if (p := named(name)) and p != cited[0]), None) \
+            if cited else None
+        on_it = cited and not other and (all(written_in(w, written) or not topical(w) for w in asked)
+                           or (any(written_in(w, written) for w in asked) and not close(question))
+                           or not _WHAT_ABOUT.match(question)
+                           and not titled(question, {w for w in asked if topical(w)}, cited[0]))
         return Focus(question, (cited[0],)) if on_it else Focus(question)
     name = Q.leading_name(question)
     lead = named(name) if name else None
@@ -184,8 +199,12 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     describes = intent.described or intent.selects
     # ("... differ from the paper on X? both lean on orthogonality right": "both" is the two being compared, when the
     # last answer cited one)
+    # (what it is compared with is a paper: named, "the ... paper/one/work", or one of "the two"; "what does it get by
+    # without, compared with the usual alignment recipes?" compares it with common practice, not with a paper)
     if intent.compares and (not together or len(cited) < together) and \
-            Q.names_another(question, one_cited=len(cited) == 1):
+            Q.names_another(question, one_cited=len(cited) == 1) and \
+            (Q.points_at_several(question) or _A_PAPER.search(question)
+             or any(named(name) for name in Q.names_in(question))):
         # "How does it differ from NAEViT?", "Compare it with the learnware paper.": the paper pointed at and the one
         # the question names, side by side (two pinned papers not told apart are a summary of both).
         base = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))

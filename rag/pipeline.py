@@ -40,9 +40,9 @@ from .gguf import resolve_model
 from .index import check_unlocked, index_generation, open_reader
 from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
-from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, StoreError
+from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, Paper, StoreError
 from .retrieve import Filters, Retrieved, Retriever
-from .text import mend_numbers, tokens
+from .text import mend_numbers, split_sentences, tokens, written_in
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,15 @@ __all__ = ["Assistant", "build_index", "IngestSummary", "Filters", "Event"]
 
 Event = str | Answer  # a piece of streamed text, or the final Answer (always last)
 _COLLECTION_MORE = 40  # "List all papers": papers listed under the answer past the first ones (the Search tab has all)
-# A small model's preamble ("The answer is:", "Answer:", "The sources mentioned in the answer are:") is not part of
-# the answer; nor is a whole sentence saying only where the answer lies ("The answer to this question lies in the
-# context of language modeling."), whose verb a cut preamble would leave opening the answer ("lies in ...").
+_TITLED_AMONG = 3  # a short follow-up is about another paper when one of the first three opens with its words
+# A small model's preamble ("The answer is:", "Answer:", "The sources mentioned in the answer are:", "The source is
+# [1] ...") is not part of the answer; nor is a whole sentence saying only where the answer lies ("The answer to this
+# question lies in the context of language modeling."), whose verb a cut preamble would leave opening the answer
+# ("lies in ...").
 _PREAMBLE = re.compile(r"^\s*(?:(the )?answer to (this|the) question lies in\b[^.!?\n]*[.!?]|"
                        r"(the )?(final )?answer\b( to (this|the) question)?(\s*is\b\s*[:,-]?|\s*[:,-]|[ \t]*(?=\n))|"
-                       r"(the )?sources?( mentioned| cited| used)?( in (the|this) answer)?( are| is)?\s*:)\s*",
+                       r"(the )?sources?( mentioned| cited| used)?( in (the|this) answer)?( are| is)?"
+                       r"\s*(?::|(?=\[\d)))\s*",
                        re.IGNORECASE)
 
 
@@ -236,7 +239,7 @@ class Assistant:
         q = Q.read(question, alone=not history)
         question = q.text  # searched as what it requests: "list the papers about ...", not "Can you list ..."
         focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named,
-                                     self._topical, self._found)
+                                     self._topical, self._found, self._titled)
         if focus.papers:
             papers = self.retriever.catalog.get_many(focus.papers)
             titles = "; ".join(papers[p].title for p in focus.papers if p in papers)
@@ -297,6 +300,15 @@ class Assistant:
         """Does a text alone retrieve a chunk as close as the unanswerable gate asks (`retrieval.min_similarity`)?"""
         hits = self.retriever.search(text, top_k=self.settings.retrieval.top_k).hits
         return any(h.best_similarity >= self.settings.retrieval.min_similarity for h in hits)
+
+    def _titled(self, text: str, words: set[str], paper_id: str) -> bool:
+        """Does one of the first few papers a text alone retrieves, other than `paper_id`, write every one of `words`
+        in its title or opening sentence, where a paper says what it is about ("contrastive learning?" -> "Why does
+        contrastive learning with simple images ...")?"""
+        if not words:
+            return False
+        hits = self.retriever.search(text, top_k=_TITLED_AMONG).hits
+        return any(h.paper.paper_id != paper_id and all(written_in(w, _lead(h.paper)) for w in words) for h in hits)
 
     def _first(self, text: str) -> str | None:
         """The paper a text alone retrieves first."""
@@ -572,6 +584,12 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
     embedder = embedder or load_embedder(settings.embedding, cache_dir=settings.paths.data_dir)
     return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
                        progress=progress)
+
+
+def _lead(paper: Paper) -> set[str]:
+    """The words of a paper's title and opening sentence."""
+    opening = next(iter(split_sentences(paper.abstract)), "")
+    return set(tokens(f"{paper.title} {opening}"))
 
 
 def discussed(q: Q.Question, blocks: list[Evidence]) -> str:

@@ -124,7 +124,8 @@ _ONE_SOUGHT = re.compile(r"\b(?:is|was)\s+there\s+(?:a|an|one)\b|\b(?:a|an|one)\
 # Words framing a topic, not naming it: "is there work on ... by dealing with the long tail ...?" said "No abstract
 # mentions dealing".
 _FRAME_WORDS = frozenset("paper papers work works study studies research article articles something else "
-                         "anything deal deals dealing concerned tackling handling looking making".split())
+                         "anything deal deals dealing concerned tackling handling looking making stuff thing things"
+                         .split())
 # Nouns asking for a model by name (their first five letters): "which base model", "which LLMs", "which model
 # families", "which backbone"; and the phrase that asks for a kind instead ("which kind of models").
 _MODEL_NOUNS = frozenset({"model", "llm", "llms", "famil", "backb"})
@@ -328,8 +329,10 @@ _BACK = re.compile(r"\b(it|its|it's|they|their|them|theirs|both|either|these|tho
                    re.IGNORECASE)
 # "that" / "this" as the object ending a short question: "any way around that?", "what's behind this?" (not "What
 # about agents that seek information, is there work on that?", whose "that" is what it has just described).
-_THAT_BACK = re.compile(r"^\W*(?:[\w'’\-]+\s+){0,4}(?:around|about|behind|beyond|past|against|with|without|for|from|"
-                        r"than|like|of|on|to)\s+(?:that|this)\s*[?.!]*\s*$", re.IGNORECASE)
+# Also as the object of a verb in a question of four words or fewer: "who would use this?", "why is that?".
+_THAT_BACK = re.compile(r"^\W*(?:(?:[\w'’\-]+\s+){0,4}(?:around|about|behind|beyond|past|against|with|without|for|"
+                        r"from|than|like|of|on|to)|(?:[\w'’\-]+\s+){0,2}[\w'’\-]+)\s+(?:that|this)\s*[?.!]*\s*$",
+                        re.IGNORECASE)
 # Words said before the question proper ("ok, so ..."), and a phrase saying the subject changes ("new question:",
 # "btw", "switching topics -"): `_NEW_SUBJECT` and `_LEAD_IN` read both.
 _FILLER = r"(?:ok(?:ay)?|so|now|right|alright|anyway|and|also)\b[,\s]*"
@@ -384,7 +387,8 @@ _ASPECTS = frozenset("""much many more less better worse faster slower cheaper c
     shortcoming shortcomings tradeoff tradeoffs trade-off trade-offs trade off offs close closer near optimal
     optimality bound bounds tight efficient efficiency scalable scale against combined combine combining outperform
     outperforms beat beats real world real-world match matches matched up level levels challenge challenges trick
-    tricks known best like case study""".split())
+    tricks known best like case study would could take takes took need needs needed require requires
+    required""".split())
 _ELLIPTICAL_WORDS = 6
 # "How do the two differ?", "both": how many earlier papers the question takes together (0: no count said).
 _TAKEN_TOGETHER = re.compile(r"\b(?:" + _THE_N + r"|(both))", re.IGNORECASE)

@@ -1805,6 +1805,54 @@ def test_a_short_follow_up_whose_other_words_name_no_paper_stays_on_the_one_disc
                    locate=lambda s: None, words=lambda p: unlearning).papers == ()
 
 
+def test_a_short_follow_up_stays_on_the_paper_discussed_unless_its_words_are_another_papers_subject() -> None:
+    # Probes of this stop, after an answer on one paper: "zero-shot results?" after SOLAR and "hardware needed?" after
+    # SERA were answered from the papers that write those words in passing (object discovery, robotic hardware
+    # design); "contrastive learning?" is the subject of a paper of its own, and "how does PrivGate cut leakage?"
+    # names one.
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "What is SOLAR?"},
+               {"role": "assistant", "content": "SOLAR is ... [1].", "paper_ids": ["solar"]}]
+    subjects = {"contrastive", "learning", "graph", "neural", "networks"}  # words of other papers' titles
+
+    def focus(question: str) -> tuple[str, ...]:
+        return resolve(question, Q.read(question), history, locate=lambda s: None, words=lambda p: {"retrieval"},
+                       named=lambda name: "privgate" if name.lower() == "privgate" else None,
+                       titled=lambda text, words, paper_id: bool(words) and words <= subjects).papers
+
+    assert focus("zero-shot results?") == ("solar",)
+    assert focus("hardware needed?") == ("solar",)
+    assert focus("contrastive learning?") == ()
+    assert focus("what about graph neural networks?") == ()
+    assert focus("how does PrivGate cut leakage?") == ()
+    # "what about X?" brings a subject of the user's own; "so how risky in the end?" (a blind dev follow-up) goes on
+    assert focus("what about robotics?") == ()
+    assert focus("so how risky in the end?") == ("solar",)
+    # Words any follow-up may use name nothing: "who would use this?", "how long does training take?" point back.
+    for question in ("who would use this?", "how long does training take?", "why is that?"):
+        assert Q.read(question).refers_back and focus(question) == ("solar",), question
+
+
+def test_a_follow_up_comparing_the_paper_with_common_practice_sets_no_other_paper_beside_it() -> None:
+    # A blind dev conversation: "and what does it get by without, compared with the usual alignment recipes?" after
+    # the empowerment paper set the paper the question alone retrieves (NAEViT, "Alignment") beside it.
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "the paper on helper chatbots that leave the user in charge?"},
+               {"role": "assistant", "content": "Empower [1].", "paper_ids": ["empower"]}]
+
+    def focus(question: str) -> tuple[tuple[str, ...], bool]:
+        got = resolve(question, Q.read(question), history, locate=lambda s: None, first=lambda text: "naevit")
+        return got.papers, got.side_by_side
+
+    assert focus("and what does it get by without, compared with the usual alignment recipes?") == (("empower",), False)
+    assert focus("how does it compare with the visual tokens paper?") == (("empower", "naevit"), True)
+    assert focus("how does it differ from the one on visual tokens?") == (("empower", "naevit"), True)
+    # "these two" after an answer that cited one: the other is the one the question finds, as before
+    assert focus("how do these two differ in what they optimise?") == (("empower", "naevit"), True)
+
+
 def test_the_one_on_a_topic_describes_a_paper() -> None:
     for question in ("the one on optimization modeling: which base model, and what does it match?",
                      "the one that compresses the visual KV cache - how much compression?"):
