@@ -601,6 +601,8 @@ _FRAME_AFTER = re.compile(r"[.?!]\s*(?:so\s+)?(?:which|what)\s+(?:papers|ones|wo
 # writing only "SGD" is on it ("(or several)", "(e.g. ...)" are not names).
 _ALSO_NAMED = re.compile(r"\s*\(\s*(?!(?:or|and|not|e\.g|i\.e|just|only|incl\w*)\b)([\w\-]+(?:\s+[\w\-]+)?)\s*\)")
 _CONTRAST = re.compile(r",?\s*\b(?:rather than|instead of|as opposed to)\b.*$", re.IGNORECASE)
+# "things like privacy", "stuff such as robots": the examples are the topic.
+_VAGUE_LIKE = re.compile(r"\b(?:things|stuff|something|anything)\s+(?:like|such as)\s+", re.IGNORECASE)
 _EXAMPLES = re.compile(r"[,;:(]?\s*\b(?:e\.\s?g\.?|for example|for instance)(?=[\s,:]|$)|"
                        r"[,;:(]\s*(?:like|such as)\s+", re.IGNORECASE)  # ", like X" gives examples; "like X" compares
 
@@ -627,6 +629,7 @@ def topic_parts(question: str) -> tuple[str, str]:
     # it numerically" would take in every paper that learns.
     topic = _CONTRAST.sub("", _FRAME_AFTER.sub("", topic)).strip() or topic
     topic = _ALSO_NAMED.sub(r" or \1", topic)
+    topic = _VAGUE_LIKE.sub("", topic).strip() or topic
     # "privacy, e.g. privacy leakage, privacy risk, or differential privacy": examples of the topic, not alternatives
     # every listed paper must hold one of (a paper on privacy risk in general is on it too)
     # "anything on forecasting? predicting what comes next over time": what follows the question mark says more

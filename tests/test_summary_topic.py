@@ -4,6 +4,7 @@ Availability statements are in test_answer_first.py."""
 
 import pytest
 
+from rag import question as Q
 from rag.evidence import topic_alternatives, topic_cover
 
 
@@ -198,6 +199,12 @@ def test_words_framing_a_listing_are_no_topic() -> None:
     # "run", "conduct", "perform" are the frame's verbs (a blind dev listing, "which papers mention running
     # ablation studies?", was declined: no paper writes "running ablation").
     assert topic_alternatives("which papers mention running ablation studies?") == [["ablation"]]
+    # "things like privacy" is privacy (probes of this stop: "any papers on things like privacy?" found no paper on
+    # "like" and "privacy" together); "stuff" names nothing a paper could write (a blind dev question's answer began
+    # "No abstract mentions stuff").
+    assert topic_alternatives("any papers on things like privacy?") == [["privacy"]]
+    assert topic_alternatives("which papers deal with stuff such as robots or drones?") == [["robots"], ["drones"]]
+    assert "stuff" not in Q.read("do any of them feed the model the extra stuff an experiment records?").topic_words
 
 
 def test_a_listing_asked_for_paper_by_paper_is_a_listing_of_its_topic() -> None:
