@@ -74,7 +74,8 @@ def test_answer_cites_only_given_sources(built) -> None:  # type: ignore[no-unty
     assert d["citations"][0]["source"] == "000_938f08ec0059db85.txt" and d["citations"][0]["position"] == 12
 
 
-@pytest.mark.parametrize("preamble", ["The answer is: ", "Answer: ", "The sources mentioned in the answer are: "])
+@pytest.mark.parametrize("preamble", ["The answer is: ", "Answer: ", "The sources mentioned in the answer are: ",
+                                      "The source is [1] "])
 def test_a_preamble_before_the_answer_is_dropped(built, preamble: str) -> None:  # type: ignore[no-untyped-def]
     s, emb, _ = built
     reply = "PrivGate achieves a 62.6% average relative reduction in privacy leakage [1]."
