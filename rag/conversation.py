@@ -20,7 +20,9 @@ diffusion?" is a new subject, and pinning it to the old paper would answer the w
 for a paper of its own ("Something else: is there a paper on X, and what is its dataset?"), whose "its" is that
 paper. The exception is a short question every word of which the paper under discussion uses ("What is the main
 risk?" after the learnware paper), or whose other words no paper could be about (a typo no abstract writes, a word a
-third of them write: "how much cheaper than startng over?"): it can only mean that paper.
+third of them write: "how much cheaper than startng over?"): it can only mean that paper. So does one whose words are
+no other paper's subject, written in no title or opening sentence of the papers it finds alone ("zero-shot results?"
+after SOLAR, though the object-discovery paper mentions zero-shot generalisation), unless it opens "what about ...".
 """
 
 from __future__ import annotations
