@@ -143,6 +143,23 @@ def answerability(question: Question, papers: Sequence[Paper]) -> tuple[str | No
     return reason, None
 
 
+# A reason said of the abstracts found, said of one paper's abstract: "the abstracts found never mention X" -> "never
+# mentions X".
+_OF_ONE = (("never mention ", "never mentions "), ("never give ", "never gives "), ("say nothing ", "says nothing "),
+           ("state no limitation of their own work", "states no limitation of its own work"))
+
+
+def of_one(reason: str) -> str | None:
+    """What a reason about the abstracts found says of a single abstract, its subject left out ("the abstracts found
+    never give a number of images" -> "never gives a number of images"); None for a reason that is not about what
+    the abstracts write ("these records carry no author ... information")."""
+    said = reason.removeprefix("the abstracts found ").removeprefix("the abstracts ")
+    for many, one in _OF_ONE:
+        if said.startswith(many):
+            return one + said[len(many):]
+    return None
+
+
 def unanswerable_reason(question: Question, papers: Sequence[Paper]) -> str | None:
     """Why these papers cannot answer the question, or None when they may (`answerability`'s first)."""
     return answerability(question, papers)[0]

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import answer as A
 from . import compose, conversation, presets, support
 from . import question as Q
-from .answerable import answerability, gate
+from .answerable import answerability, gate, of_one
 from .catalog import Catalog
 from .config import Answering, Settings
 from .embed import Embedder, load_embedder
@@ -42,6 +42,7 @@ from .indexer import IngestSummary, Progress, build_index
 from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, Paper, StoreError
 from .retrieve import Filters, Retrieved, Retriever
+from .sanitize import sanitize_source
 from .text import mend_numbers, split_sentences, tokens, written_in
 
 log = logging.getLogger(__name__)
@@ -466,9 +467,14 @@ class Assistant:
                     # The right paper was found, but what is asked for is not in it ("how many GPUs ...?").
                     reason, part = answerability(q, [b.hit.paper for b in blocks])
                     if reason:
-                        notices.append(reason)
                         timings["total_ms"] = (time.perf_counter() - t0) * 1000
-                        yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices)
+                        said = of_one(reason) if len(pinned) == 1 and len(blocks) == 1 else None
+                        if said:  # a follow-up on one paper: that paper's abstract is what does not say it
+                            yield self._not_in_paper(question, searched, retrieved.hits, blocks[0], said, timings,
+                                                     notices)
+                        else:
+                            yield self._abstain(question, searched, retrieved.hits, timings, model_name,
+                                                notices + [reason])
                         return
                     if part:
                         notices.append(f"{part}, so one part of the question is not answered")
@@ -567,6 +573,22 @@ class Assistant:
             return text, "generated" if wrote else "extractive", [c for c in checks if c.supported], dropped
         text, mode, shown = compose.factoid(sentences, checks, blocks, q, raw, knobs)
         return text, mode, checks if mode == "generated" else [], dropped
+
+    def _not_in_paper(self, question: str, searched: str, hits: list[Hit], block: Evidence, said: str,
+                      timings: dict[str, float], notices: list[str]) -> Answer:
+        """A follow-up on one paper whose abstract does not hold what is asked ("how many images?" after the
+        cell-painting paper): the answer says so of that paper and cites it, so the reader can check, rather than
+        declining as if no paper were in question."""
+        paper = block.hit.paper
+        name = paper.title.split(":")[0].rstrip("…").strip() if not paper.title_is_opening else "this paper"
+        text = f"The abstract of {sanitize_source(name)} {said} [1]."
+        return Answer(
+            question=question, text=text, citations=(Citation(n=1, paper=paper, supporting=block.sentences),),
+            hits=tuple(hits[:3]), abstained=False, timings=timings, model=self.model_name,
+            settings_fingerprint=self.fingerprint, prompt_version=self.prompts.version, searched=searched,
+            mode="extractive", focus=(paper.paper_id,), notices=tuple(notices), evidence=(replace(block, n=1),),
+            said_absent=True,
+        )
 
     def _abstain(self, question: str, searched: str, hits: list[Hit], timings: dict[str, float], model: str,
                  notices: list[str], text: str = CANNOT_ANSWER) -> Answer:

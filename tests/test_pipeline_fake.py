@@ -166,6 +166,29 @@ def test_a_follow_up_stays_on_the_paper_the_previous_answer_cited(built) -> None
     assert switch.focus == () and PRIVGATE not in [c.paper.paper_id for c in switch.citations]
 
 
+def test_a_follow_up_on_one_paper_that_its_abstract_does_not_answer_says_so_of_that_paper(built) -> None:  # type: ignore[no-untyped-def]
+    # Probes of this stop: "any limitations?" after SERA and "is the code public?" after PrivGate answered "I cannot
+    # answer this from these abstracts.", as if no paper were in question; the paper discussed is the one that does
+    # not say it, and the reader can open it.
+    from rag.answerable import of_one
+
+    assert of_one("the abstracts found never give a number of images") == "never gives a number of images"
+    assert of_one("the abstracts never mention GSM8K") == "never mentions GSM8K"
+    assert of_one("these records carry no author or affiliation information (only the abstracts)") is None
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["ok", "ok"]))
+    first = a.ask("How much does PrivGate reduce privacy leakage?")
+    history = [{"role": "user", "content": first.question},
+               {"role": "assistant", "content": first.text, "paper_ids": [PRIVGATE]}]
+    code = a.ask("Is the code public?", history=history)
+    assert code.text == "The abstract of PrivGate says nothing about code, data or weights being available [1]."
+    assert [c.paper.paper_id for c in code.citations] == [PRIVGATE] and code.focus == (PRIVGATE,)
+    assert code.declined and not code.abstained and code.to_dict()["declined"]
+    # Without a paper under discussion the same question is declined as before.
+    alone = a.ask("Is the code of PrivGate public?")
+    assert alone.abstained and alone.text == CANNOT_ANSWER and not alone.citations
+
+
 def test_a_capital_that_opens_a_sentence_is_not_an_absent_name(built) -> None:  # type: ignore[no-untyped-def]
     s, emb, _ = built
     r = Assistant(s, embedder=emb, generator=ScriptedGenerator()).retriever
