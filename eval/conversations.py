@@ -88,7 +88,7 @@ def score_turn(turn: Turn, ans: Answer, gold: tuple[str, ...]) -> dict[str, Any]
         "fact_hit": M.fact_hit(ans.text, facts), "first_sentence_hit": M.fact_hit(M.first_sentence(ans.text), facts),
         "right_paper": bool(cited) and bool(gold) and set(cited) <= set(gold) if len(gold) == 1 else None,
         "citation_precision": precision, "citation_recall": recall, "abstained": ans.abstained,
-        "words": M.word_count(ans.text),
+        "declined": ans.declined, "words": M.word_count(ans.text),
     }
 
 
@@ -125,6 +125,8 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "listing_recall": M.mean(t["citation_recall"] for t in listing),
             "listing_precision": M.mean(t["citation_precision"] for t in listing),
             "abstained": M.mean(t["abstained"] for t in last),
+            # abstained, or said first that the abstracts (or the paper discussed) do not hold what was asked
+            "declined": M.mean(t.get("declined") for t in last),
             "words_median": M.median(t["words"] for t in last),
         }
 
@@ -138,12 +140,12 @@ def table(summary: dict[str, Any]) -> str:
     from .report import table as md
 
     keys = ["n", "last_fact_accuracy", "last_first_sentence_accuracy", "right_paper", "switch_ok", "listing_recall",
-            "listing_precision", "abstained", "words_median"]
+            "listing_precision", "abstained", "declined", "words_median"]
     groups = [*summary["by_kind"].items(), *((f"subset {s}", b) for s, b in summary.get("by_subset", {}).items()),
               ("all", summary["overall"])]
     rows = [[k, *[b[x] for x in keys]] for k, b in groups]
     return md(["kind", "n", "last fact", "last 1st sent.", "right paper", "switch ok", "list R", "list P",
-               "abstained", "words p50"], rows)
+               "abstained", "declined", "words p50"], rows)
 
 
 def main(argv: list[str]) -> int:

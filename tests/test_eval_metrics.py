@@ -371,3 +371,22 @@ def test_a_switch_is_judged_where_the_subject_changes_not_on_a_third_turn_about_
                                                                                      ("p2",), ()),
                                                  Turn("What data?", ("p2",), ())))
     assert play(Asker(), conv)[-1]["switch_ok"] is ok
+
+
+def test_a_conversation_turn_that_declines_on_the_paper_discussed_counts_as_declined_not_abstained() -> None:
+    """"The abstract of SERA states no limitation of its own work [1]." cites the paper and declines: the summary's
+    `declined` counts it, `abstained` (nothing cited) does not."""
+    from eval.conversations import Conversation, Turn, play, summarise
+
+    class Asker:
+        def ask(self, question: str, history: list[dict[str, Any]] | None = None) -> Answer:
+            said = question != "About p1?"
+            return Answer(question=question, text="It [1].", citations=(Citation(1, _paper("p1")),), hits=(),
+                          abstained=False, timings={}, model="fake", settings_fingerprint="fp", said_absent=said)
+
+    conv = Conversation("c1", "elliptical", "dev", (Turn("About p1?", ("p1",), ()), Turn("Any limitations?",
+                                                                                         ("p1",), ())))
+    turns = play(Asker(), conv)
+    assert [t["declined"] for t in turns] == [False, True] and not turns[-1]["abstained"]
+    overall = summarise([{"id": "c1", "kind": "elliptical", "turns": turns}])["overall"]
+    assert overall["declined"] == 1.0 and overall["abstained"] == 0.0 and overall["right_paper"] == 1.0
