@@ -119,11 +119,9 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     a name few papers use belongs to; `topical` whether a word could name what a paper is about; `close` whether a
     text alone retrieves a paper close enough to answer from; `titled` whether a paper other than the given one, among
     the first few a text alone retrieves, has the given words in its title or opening sentence (they are its
-    subject). A comparison
-    naming
-    two papers ("SOLAR vs NAEViT", "How does SOLAR differ from NAEViT?"), or a question about two papers at once
-    ("what do AREW and the rollout-shaping paper each report?", `question.paper_pair`), sets both side by side, with
-    or without history.
+    subject). A comparison naming two papers ("SOLAR vs NAEViT", "How does SOLAR differ from NAEViT?"), or a
+    question about two papers at once ("what do AREW and the rollout-shaping paper each report?",
+    `question.paper_pair`), sets both side by side, with or without history.
 
     e.g. ("And how large were its gains?", after an answer citing [1] AREW) -> Focus(searched="And how large
     were its gains?", papers=(AREW's id,)); a question without "it/its/they/the second one" -> Focus(question),
