@@ -415,15 +415,6 @@ class Assistant:
             timings = dict(retrieved.timings)
             model_name = self.model_name
             reason = None if q.collection else gate(q, retrieved.hits, self.settings.retrieval.min_similarity)
-            said = of_one(reason) if reason and len(pinned) == 1 and len(retrieved.hits) == 1 else None
-            if said:  # "does it beat GPT-4?" about SERA: SERA's abstract is what never mentions GPT-4
-                assert self._scorer is not None
-                qvec = self.embedder.embed([question])[0]
-                block = select_evidence(q, qvec, retrieved.hits, self._scorer, max_papers=1, per_paper=1,
-                                        margin=float("inf"))[0]
-                timings["total_ms"] = (time.perf_counter() - t0) * 1000
-                yield self._not_in_paper(question, searched, retrieved.hits, block, said, timings, notices)
-                return
             if reason:
                 notices.append(reason)
                 timings["total_ms"] = (time.perf_counter() - t0) * 1000

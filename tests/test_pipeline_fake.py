@@ -184,10 +184,6 @@ def test_a_follow_up_on_one_paper_that_its_abstract_does_not_answer_says_so_of_t
     assert code.text == "The abstract of PrivGate says nothing about code, data or weights being available [1]."
     assert [c.paper.paper_id for c in code.citations] == [PRIVGATE] and code.focus == (PRIVGATE,)
     assert code.declined and not code.abstained and code.to_dict()["declined"]
-    # ... and so does one naming what no abstract mentions ("GSM8K": the gate, before any evidence is read)
-    gsm = a.ask("Does it beat the GSM8K baselines?", history=history)
-    assert gsm.text == "The abstract of PrivGate never mentions GSM8K [1]." and gsm.declined and not gsm.abstained
-    assert [c.paper.paper_id for c in gsm.citations] == [PRIVGATE] and gsm.citations[0].supporting
     # Without a paper under discussion the same question is declined as before.
     alone = a.ask("Is the code of PrivGate public?")
     assert alone.abstained and alone.text == CANNOT_ANSWER and not alone.citations
