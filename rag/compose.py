@@ -285,7 +285,12 @@ def title_of(blocks: list[Evidence], n: int) -> str:
 
 def _title_head(blocks: list[Evidence], n: int) -> str:
     """The name a title opens with: "STT-LLM: a structural-temporal ..." -> "STT-LLM"."""
-    return title_of(blocks, n).split(":")[0].rstrip("…").strip()
+    return head_of(title_of(blocks, n))
+
+
+def head_of(title: str) -> str:
+    """A title's part before its colon, as a name: "SERA: Soft-Verified ..." -> "SERA"."""
+    return title.split(":")[0].rstrip("…").strip()
 
 
 def names_paper(blocks: list[Evidence], n: int, knobs: Answering) -> bool:

@@ -37,10 +37,6 @@ from .support import markers_in
 from .text import MARKER, split_sentences, tokens, written_in
 
 Message = dict[str, Any]
-# "what about robotics?", "ok and how about X?": a subject of the user's own, not a detail of the paper discussed.
-# A paper spoken of by a noun: "the learnware paper", "the link-stealing one", "the work on ...".
-_A_PAPER = re.compile(r"\b(?:paper|papers|one|ones|work|study|method|approach|framework)\b", re.IGNORECASE)
-_WHAT_ABOUT = re.compile(r"^\W*(?:(?:and|ok|okay|so|now)\W+)*(?:what|how) about\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -175,7 +171,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             if cited else None
         on_it = cited and not other and (all(written_in(w, written) or not topical(w) for w in asked)
                            or (any(written_in(w, written) for w in asked) and not close(question))
-                           or not _WHAT_ABOUT.match(question)
+                           or not Q.what_about(question)
                            and not titled(question, {w for w in asked if topical(w)}, cited[0]))
         return Focus(question, (cited[0],)) if on_it else Focus(question)
     name = Q.leading_name(question)
@@ -203,7 +199,7 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     # without, compared with the usual alignment recipes?" compares it with common practice, not with a paper)
     if intent.compares and (not together or len(cited) < together) and \
             Q.names_another(question, one_cited=len(cited) == 1) and \
-            (Q.points_at_several(question) or _A_PAPER.search(question)
+            (Q.points_at_several(question) or Q.speaks_of_a_paper(question)
              or any(named(name) for name in Q.names_in(question))):
         # "How does it differ from NAEViT?", "Compare it with the learnware paper.": the paper pointed at and the one
         # the question names, side by side (two pinned papers not told apart are a summary of both).

@@ -580,8 +580,9 @@ class Assistant:
         cell-painting paper): the answer says so of that paper and cites it, so the reader can check, rather than
         declining as if no paper were in question."""
         paper = block.hit.paper
-        name = paper.title.split(":")[0].rstrip("…").strip() if not paper.title_is_opening else "this paper"
-        text = f"The abstract of {sanitize_source(name)} {said} [1]."
+        name = compose.head_of(sanitize_source(paper.title).rstrip(" .")) if not paper.title_is_opening \
+            else "this paper"
+        text = f"The abstract of {name} {said} [1]."
         return Answer(
             question=question, text=text, citations=(Citation(n=1, paper=paper, supporting=block.sentences),),
             hits=tuple(hits[:3]), abstained=False, timings=timings, model=self.model_name,

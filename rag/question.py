@@ -351,6 +351,21 @@ _NEW_SUBJECT = re.compile(r"^\s*(?:" + _FILLER + r")*" + _SWITCH + r"|"
                           r"^\s*(?:which|what) (?:paper|work|study|article)\b(?!\s+(?:is|was) (?:it|that)\b)",
                           re.IGNORECASE)
 _CONTINUES = re.compile(r"^\s*(and|also|what about|how about|so|then)\b", re.IGNORECASE)
+# "what about robotics?", "ok and how about X?": a subject of the user's own, not a detail of the paper discussed.
+_WHAT_ABOUT = re.compile(r"^\W*(?:(?:and|ok|okay|so|now)\W+)*(?:what|how) about\b", re.IGNORECASE)
+# A paper spoken of by a noun: "the learnware paper", "the link-stealing one", "the work on ...".
+_A_PAPER = re.compile(r"\b(?:paper|papers|one|ones|work|study|method|approach|framework)\b", re.IGNORECASE)
+
+
+def what_about(question: str) -> bool:
+    """Does the question open "what/how about ...", bringing a subject of its own? "ok and what about robotics?" ->
+    True; "so how risky in the end?" -> False."""
+    return bool(_WHAT_ABOUT.match(question))
+
+
+def speaks_of_a_paper(question: str) -> bool:
+    """Does the question speak of a paper by a noun ("compare it with the learnware paper", "the one on ...")?"""
+    return bool(_A_PAPER.search(question))
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4}
 _ORDINAL = re.compile(r"\b(?:the )?(first|second|third|fourth|fifth|last)(?: (one|paper|work|method|approach))?\b",
                       re.IGNORECASE)
