@@ -188,6 +188,10 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)
+    if intent.selects and intent.compares and together >= 2 and len(cited) >= together:
+        # "which of these two is cheaper to run?" weighs the two: side by side, each with what it says on that (not
+        # "which of the two has released code?", which picks one out: below)
+        return Focus(question, tuple(cited[:together]), side_by_side=True)
     if intent.selects and len(cited) > 1:  # "Which of them ...?": one of those, never a paper the question alone
         return Focus(question, tuple(cited), described=True)  # would retrieve
     # ... unless the list held one paper: "which of them has robots in it?" after a listing that found one is

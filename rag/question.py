@@ -303,10 +303,11 @@ def choices_in(question: str) -> tuple[str, ...]:
     return (" ".join(first), " ".join(second))
 
 
-# "the two" as papers: "the two (papers)" before a verb or the end, not "the two kinds of experiments".
-_THE_N = (r"the (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|models))?(?=\s*[?.,;]|\s+(?:differ|"
-          r"compare|have|has|share|use|do|does|did|are|were|is|agree|relate|overlap|handle|address|achieve|report|"
-          r"perform|mean|need|rely|train|evaluate|work)\b)")
+# "the two" as papers: "the two (papers)", "these two", before a verb or the end, not "the two kinds of experiments".
+_THE_N = (r"(?:the|these|those) (two|three|2|3)(?: (?:papers|ones|methods|works|approaches|models))?(?=\s*[?.,;]|"
+          r"\s+(?:differ|compare|have|has|share|use|do|does|did|are|were|is|was|agree|relate|overlap|handle|address|"
+          r"achieve|report|perform|mean|need|rely|train|evaluate|work|treat|tackle|approach|focus|target|study|"
+          r"beats?|outperforms?|gets?|scales?)\b)")
 # "the second" standing for a paper: the ordinal ends the question or a clause, or a verb follows it ("And the second?",
 # "What does the third propose?"); "the second stage" is not a paper.
 _BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|$)|\s+(?:do|does|did|is|was|has|"
@@ -526,7 +527,11 @@ _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|dif+e?r(?:s|e?n(
                        r"versus|vs|better than|worse than|similar to|in common|similarit(?:y|ies)|shares? with|"
                        r"stacks? up|measures? up|fares?|holds? up|"
                        r"who wins|which (?:one |of the two )?(?:is|was|does|did) (?:better|worse|cheaper|faster|"
-                       r"slower|more|less))\b",
+                       r"slower|more|less)|"
+                       # "which of these two is more about ...?", "which one of the two beats ... by the bigger gap?",
+                       # "which of those two is about X and which about Y?": the two weighed, not one picked out
+                       r"which (?:one )?of (?:the|these|those) (?:two|2)\b[^?]*?\b(?:more|less|better|worse|bigger|"
+                       r"larger|smaller|faster|slower|cheaper|higher|lower|stronger|weaker|and which))\b",
                        re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 # An artefact word that only modifies another ("code-writing agents") is not the artefact asked for: (?!-).

@@ -1188,6 +1188,33 @@ def test_a_comparison_with_a_paper_described_after_one_answer_sets_both_side_by_
     assert not Q.names_another("How do they differ?", one_cited=True)
 
 
+def test_which_of_these_two_weighs_both_papers_and_which_of_the_two_picks_one() -> None:
+    """"which of these two is more about ...?" after two answers on one paper each weighs the two: both papers side
+    by side (blind dev conversations scored them on both, and one answered from a third paper); "which of the two has
+    released code?" picks one out of the two, left to the evidence choice."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "What does AREW do?"},
+               {"role": "assistant", "content": "AREW reweights advantages [1].", "paper_ids": ["arew"]},
+               {"role": "user", "content": "and the rollout-shaping paper, what speedup?"},
+               {"role": "assistant", "content": "Up to 1.77x [1].", "paper_ids": ["rollout"]}]
+
+    def focus(question: str) -> tuple[tuple[str, ...], bool, bool]:
+        got = resolve(question, Q.read(question), history, locate=lambda s: None, first=lambda text: "other")
+        return got.papers, got.side_by_side, got.described
+
+    assert Q.taken_together("which of these two is more about efficiency?") == 2
+    assert Q.taken_together("how do those two treat privacy differently") == 2
+    assert not Q.read("how does it handle these two modalities?").refers_back or \
+        Q.taken_together("how does it handle these two modalities?") == 0
+    for weighs in ("which of these two is more about making the model cheaper to train and run?",
+                   "so which of those two is about training efficiency and which about final performance?",
+                   "which one of the two beats much larger models by the bigger size gap?"):
+        assert focus(weighs) == (("rollout", "arew"), True, False), weighs
+    picked, side, described = focus("which of the two has released code?")
+    assert not side and described and set(picked) >= {"rollout", "arew"}
+
+
 def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -> None:
     """"How do the two differ?" after two answers on one paper each takes both papers, reaching past the last
     answer; "And the paper on learnware specifications, what does it study?" describes a paper the last answer did not
