@@ -53,6 +53,7 @@ _WORD = re.compile(r"\w+")
 _SAID = re.compile(r"^(?:-\s*)?(?:the (?:answer|paper) is(?: about)?|answer)\s*:?\s*(?=\S)", re.IGNORECASE)
 # Two sentences sharing this share of their words (Jaccard) say the same thing.
 _REPEATED = 0.8
+_NAME_WORDS = 4  # a title's part before its colon this short is a name ("STT-LLM", "Opt-Miner"), not a phrase
 # "To address this challenge, we propose ...", "Leveraging this flexibility, we ...": an opening phrase pointing back
 # at a sentence a summary line omits.
 _PURPOSE = re.compile(r"^(?:[^,]{0,60}?\b(?:this|these|that|those|such)\b[^,]{0,30},\s*|in this (?:paper|work),\s*|"
@@ -492,9 +493,8 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
     # A which-paper question, or one asking what the method is called, is answered by the paper's name.
     named = intent.which or "method_name" in intent.asks
     if named and names_paper(blocks, n, knobs):
-        title = title_of(blocks, n)
         # A title derived from this very sentence names the paper already: the sentence alone, not it twice.
-        return text if _opens_with(text, title) else f"{_cite(title, n)} {text}"
+        return text if _opens_with(text, title_of(blocks, n)) else named_first(text, blocks, n, intent)
     if named and knobs.which_opens_with_contribution:
         # Without a real title, the paper's own statement of what it contributes names it, then the sentence that
         # matched the question (when another).
@@ -504,6 +504,17 @@ def _from_evidence(blocks: list[Evidence], intent: Question, raw: str, knobs: An
     # Without a real title the sentence naming the method answers, and the next one stays: "is there a paper that
     # ..., and what is its dataset called?" is answered there.
     return f"{text} {more}".strip()
+
+
+def named_first(text: str, blocks: list[Evidence], n: int, intent: Question) -> str:
+    """A which-paper answer with paper n's name first. Asked only which, its title is the first sentence ("TIED:
+    Transformation-Inverting Energy Diffusion [1]. ..."); asked something more ("which of them is the sports one? what
+    job is that analysis meant to support"), the name leads the sentence answering the rest, so that the first
+    sentence answers both ("STT-LLM: In sports anti-doping, biological profiles are analyzed to support ... [1].")."""
+    head = _title_head(blocks, n)
+    if len(compound_parts(intent.text)) > 1 and 0 < len(head.split()) <= _NAME_WORDS:
+        return text if head.lower() in next(iter(split_sentences(text)), "").lower() else f"{head}: {text}"
+    return f"{_cite(title_of(blocks, n), n)} {text}"
 
 
 def _opens_with(text: str, title: str) -> bool:
@@ -717,10 +728,8 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
             text = f"{text} {second_sentence(blocks, kept[0][1].cites[0], text, knobs)}".strip()
     if intent.which:
         cited = [n for c in (c for _, c in kept) for n in c.cites]
-        if cited and names_paper(blocks, cited[0], knobs):
-            title = title_of(blocks, cited[0])
-            if _title_head(blocks, cited[0]).lower() not in text.lower():
-                text = f"{_cite(title, cited[0])} {text}"
+        if cited and names_paper(blocks, cited[0], knobs) and _title_head(blocks, cited[0]).lower() not in text.lower():
+            text = named_first(text, blocks, cited[0], intent)
     return completed(text, blocks, intent), "generated", [c for _, c in kept]
 
 

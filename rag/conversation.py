@@ -185,6 +185,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
     if len(cited) < 2 and Q.by_position(question):
         # "And the first one?" after a drill-down into the second paper of a list: the places are the list's.
         cited = latest_list(history, locate) or cited
+    if not cited and intent.described:  # "for the one sneaking a backdoor into ..., where ...?" says which itself
+        return Focus(question)
     if not cited:  # nothing was cited before (an abstention): the previous question says what "it" was
         last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
         return Focus(f"{question} (previous question: {last_user[:300]})" if last_user else question)

@@ -1215,6 +1215,44 @@ def test_which_of_these_two_weighs_both_papers_and_which_of_the_two_picks_one() 
     assert not side and described and set(picked) >= {"rollout", "arew"}
 
 
+def test_a_which_paper_question_asking_more_gets_the_name_and_the_answer_in_one_first_sentence() -> None:
+    """"which of them is the sports one? what job is that analysis meant to support" is answered in the first
+    sentence: the paper's name leading the sentence that answers the rest ("STT-LLM: In sports anti-doping, ...
+    support early detection ... [1]."), not the title alone with the answer second; asked only which, the title is
+    the first sentence; a sentence already naming the paper needs no name before it."""
+    stt = make_paper("In sports anti-doping, biological profiles are analyzed to support early detection of prohibited "
+                     "substance use. We propose STT-LLM, a tokenization framework for clinical data.", "s.txt", 0,
+                     title="STT-LLM: a structural-temporal tokenization framework")
+    answer = "In sports anti-doping, biological profiles are analyzed to support early detection [1]."
+    both = Q.read("which of them is the sports one? what job is that analysis meant to support")
+    assert compose.named_first(answer, [block(stt)], 1, both) == f"STT-LLM: {answer}"
+    assert split_sentences(compose.named_first(answer, [block(stt)], 1, both))[0] == f"STT-LLM: {answer}"
+    alone = Q.read("which of them is the sports one?")
+    assert compose.named_first(answer, [block(stt)], 1, alone) == (
+        f"STT-LLM: a structural-temporal tokenization framework [1]. {answer}")
+    naming = "We propose STT-LLM, a tokenization framework for clinical data [1]."
+    assert compose.named_first(naming, [block(stt)], 1, both) == naming
+
+
+def test_after_an_answer_citing_nothing_a_described_paper_is_searched_alone() -> None:
+    """When the previous answer cited nothing (a listing declined), "what about its size?" is searched with the
+    previous question, which says what "it" was; "for the one sneaking a backdoor into a model that keeps learning
+    new classes, where ...?" says which paper itself, and the previous question's words ("who here says nobody did
+    this before them?") would pull in another paper (a blind dev conversation)."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "who here says nobody did this before them?"},
+               {"role": "assistant", "content": "I cannot answer this from these abstracts.", "paper_ids": []}]
+
+    def searched(question: str) -> str:
+        return resolve(question, Q.read(question), history, locate=lambda s: None).searched
+
+    described = ("for the one sneaking a secret behaviour into a model that keeps learning new categories over time, "
+                 "where does the model store what it learned earlier?")
+    assert searched(described) == described
+    assert searched("and what about its size?").startswith("and what about its size? (previous question: who here")
+
+
 def test_the_two_means_the_two_latest_papers_and_the_paper_on_x_is_described() -> None:
     """"How do the two differ?" after two answers on one paper each takes both papers, reaching past the last
     answer; "And the paper on learnware specifications, what does it study?" describes a paper the last answer did not
