@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import re
 import shutil
 import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -39,11 +40,12 @@ from typing import Any
 import numpy as np
 
 from .bm25_counts import Counts, take_order
-from .text import tokens, without_ending
+from .text import spellings, tokens, without_ending
 
 log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG on its own handler
 
+_WORD = re.compile(r"[A-Za-z]+")  # a word as `respelt` reads it
 SCORE_BATCH = 20_000  # chunks scored at a time in the build's second pass: ~1M (word, chunk) pairs, ~60 MB temporaries
 
 
@@ -86,6 +88,23 @@ class LexicalIndex:
         # (word ids, want) -> papers of the best `want` chunks: see `_papers_in_top`.
         self._top_papers: dict[tuple[tuple[int, ...], int], int] = {}
         self._paper_df: dict[int, int] = {}  # word id -> papers containing it: see `idf`
+
+    def respelt(self, text: str) -> str:
+        """The text with each word the abstracts never write but write in its other spelling (`text.spellings`)
+        spelt their way: "which papers study generalisation?" -> "which papers study generalization?" over
+        abstracts in American English, and back over British ones. Every other word is left as typed."""
+
+        def spelt(m: re.Match[str]) -> str:
+            word = m.group(0)
+            low = word.lower()
+            if low in self._word_ids:
+                return word
+            other = next((w for w in spellings(low) if w in self._word_ids), None)
+            if other is None:
+                return word
+            return other.upper() if word.isupper() else other.capitalize() if word[:1].isupper() else other
+
+        return _WORD.sub(spelt, text)
 
     def knows(self, term: str) -> bool:
         """Does any indexed word equal the term or start with it? ("mllm" is known through "mllms")."""

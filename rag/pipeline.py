@@ -236,7 +236,9 @@ class Assistant:
             return self._read(question, _turns(history))
 
     def _read(self, question: str, history: list[Message]) -> Q.Question:
-        """`read` with the compute lock held."""
+        """`read` with the compute lock held; the question's words spelt as the abstracts spell them ("which papers
+        study generalisation?" had been declined over abstracts writing "generalization")."""
+        question = self.retriever.respelt(question)
         q = Q.read(question, alone=not history)
         question = q.text  # searched as what it requests: "list the papers about ...", not "Can you list ..."
         focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named,
@@ -399,6 +401,7 @@ class Assistant:
         temperature = gen.temperature if temperature is None else float(temperature)
         max_tokens = gen.max_tokens if max_tokens is None else int(max_tokens)
         question, notice = A.truncate_question(question)
+        typed, question = question, self.retriever.respelt(question)  # the answer reports the question as typed
         notices = [notice] if notice else []
         more: list[Evidence] = []  # a summary's papers on the topic past those it lists
         saturated = False  # every paper a summary judged was on its topic: there may be more
@@ -418,7 +421,7 @@ class Assistant:
             if reason:
                 notices.append(reason)
                 timings["total_ms"] = (time.perf_counter() - t0) * 1000
-                yield self._abstain(question, searched, retrieved.hits, timings, model_name, notices,
+                yield self._abstain(typed, searched, retrieved.hits, timings, model_name, notices,
                                     compose.declined(q))
                 return
             t = time.perf_counter()
@@ -470,10 +473,10 @@ class Assistant:
                         timings["total_ms"] = (time.perf_counter() - t0) * 1000
                         said = of_one(reason) if len(pinned) == 1 and len(blocks) == 1 else None
                         if said:  # a follow-up on one paper: that paper's abstract is what does not say it
-                            yield self._not_in_paper(question, searched, retrieved.hits, blocks[0], said, timings,
+                            yield self._not_in_paper(typed, searched, retrieved.hits, blocks[0], said, timings,
                                                      notices)
                         else:
-                            yield self._abstain(question, searched, retrieved.hits, timings, model_name,
+                            yield self._abstain(typed, searched, retrieved.hits, timings, model_name,
                                                 notices + [reason])
                         return
                     if part:
@@ -528,7 +531,7 @@ class Assistant:
         if budget.dropped_turns:
             notices.append(f"{budget.dropped_turns} earlier turn(s) left out to fit the model's context")
         yield Answer(
-            question=question, text=text, citations=() if abstained else tuple(A.citations_for(text, budget.blocks)),
+            question=typed, text=text, citations=() if abstained else tuple(A.citations_for(text, budget.blocks)),
             hits=tuple(retrieved.hits), abstained=abstained, timings=timings, model=self.model_name,
             settings_fingerprint=self.fingerprint, prompt_version=self.prompts.version, searched=searched, mode=mode,
             focus=pinned, dropped_markers=dropped, dropped_evidence=budget.dropped_blocks, checks=tuple(checks),

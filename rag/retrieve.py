@@ -216,6 +216,11 @@ class Retriever:
             fetch *= 2
         return self.store.query(qvec, want, where=filters.where(), texts=False)
 
+    def respelt(self, text: str) -> str:
+        """The text with its words spelt as the abstracts spell them ("generalisation" -> "generalization" over
+        American English abstracts): `LexicalIndex.respelt`; as typed without a lexical index."""
+        return self.lexical.respelt(text) if self.lexical is not None else text
+
     def absent_terms(self, question: str) -> tuple[str, ...]:
         """Specific terms of the question that no abstract contains: names, datasets, venues, numbers.
 

@@ -594,6 +594,31 @@ STOPWORDS = frozenset(
 )
 
 
+# British and American spellings of one word, as (one ending, the other): "generalisation" / "generalization",
+# "behaviour" / "behavior", "modelling" / "modeling", "analyse" / "analyze", "catalogue" / "catalog".
+_SPELLINGS = (("isation", "ization"), ("isations", "izations"), ("ise", "ize"), ("ised", "ized"), ("ises", "izes"),
+              ("ising", "izing"), ("iser", "izer"), ("isers", "izers"), ("yse", "yze"), ("ysed", "yzed"),
+              ("ysing", "yzing"), ("our", "or"), ("ours", "ors"), ("oured", "ored"), ("ouring", "oring"),
+              ("oural", "oral"), ("ourally", "orally"), ("elled", "eled"), ("elling", "eling"), ("eller", "eler"),
+              ("alled", "aled"), ("alling", "aling"), ("ogue", "og"), ("ogues", "ogs"), ("tre", "ter"),
+              ("tres", "ters"), ("ence", "ense"))
+_SPELLED_MIN = 5  # shorter words ("four", "rise") have no second spelling worth trying
+
+
+def spellings(word: str) -> list[str]:
+    """The word's other spellings, British for American and back, e.g. "generalisation" -> ["generalization"],
+    "behavior" -> ["behaviour"]; [] for a word no rule spells two ways. Candidates only: a caller keeps the one the
+    abstracts write (`lexical.LexicalIndex.respelt`)."""
+    if len(word) < _SPELLED_MIN or not word.isalpha():
+        return []
+    out = []
+    for one, other in _SPELLINGS:
+        for a, b in ((one, other), (other, one)):
+            if word.endswith(a) and len(word) - len(a) >= 2:
+                out.append(word[: -len(a)] + b)
+    return list(dict.fromkeys(w for w in out if w != word))
+
+
 def search_form(text: str) -> str:
     """Lower-case text for lexical search: unicode folded, LaTeX stripped, "×" read as "x"."""
     s = latex_to_text(text) if "\\" in text or "$" in text else text

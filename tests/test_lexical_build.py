@@ -141,3 +141,19 @@ def test_a_query_word_also_finds_its_other_number() -> None:
     assert [pid for _, pid, _ in index.search("VLM latency", 5)][0] == "a"
     assert {pid for _, pid, _ in index.search("GNN", 5)} == {"c"}
     assert index.search("class", 5) == []  # "clas" is no singular of it
+
+
+def test_a_word_is_respelt_as_the_abstracts_spell_it_and_only_then() -> None:
+    """British and American spellings: a question's word the abstracts never write, but write in its other
+    spelling, is searched their way ("generalisation" over abstracts writing "generalization", and back); a word the
+    abstracts write, or whose other spelling they do not write either, stays as typed."""
+    from rag.text import spellings
+
+    assert spellings("generalisation") == ["generalization"] and spellings("behavior") == ["behaviour"]
+    assert spellings("modelling") == ["modeling"] and spellings("four") == [] and spellings("7b") == []
+    american = LexicalIndex.build([("a:0", "a", "Models generalization under distribution shift; modeling behavior."),
+                                   ("b:0", "b", "An analyse of the optimisation landscape.")])
+    assert american.respelt("Which papers study Generalisation and modelling of behaviour?") == (
+        "Which papers study Generalization and modeling of behavior?")
+    assert american.respelt("the analyze of optimization, and the colour of tokens") == (
+        "the analyse of optimisation, and the colour of tokens")

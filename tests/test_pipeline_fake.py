@@ -545,3 +545,15 @@ def test_an_existence_question_asking_more_of_a_paper_no_abstract_is_on_says_so(
     ans = a.ask("Is there a paper here on federated learning across hospitals, and what accuracy did it report?")
     assert ans.text.startswith(("No abstract mentions federated, hospitals; the closest:",
                                 "No: no abstract mentions federated, hospitals.")), ans.text
+
+
+def test_a_british_spelling_is_searched_as_the_abstracts_spell_it(built) -> None:  # type: ignore[no-untyped-def]
+    """"Is there a paper on optimising a behaviour policy?" over abstracts writing "optimization" and "behavior":
+    not "no abstract mentions optimising, behaviour" (as it was), but searched their way; the answer still reports
+    the question as typed."""
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    typed = "Is there a paper on optimising a behaviour policy?"
+    ans = a.ask(typed)
+    assert ans.question == typed and ans.searched == "Is there a paper on optimizing a behavior policy?"
+    assert not any("optimising" in n or "behaviour" in n for n in ans.notices) and "optimising" not in ans.text
