@@ -1234,6 +1234,26 @@ def test_a_which_paper_question_asking_more_gets_the_name_and_the_answer_in_one_
     assert compose.named_first(naming, [block(stt)], 1, both) == naming
 
 
+def test_versus_which_asks_what_the_paper_is_set_against_and_names_no_other_paper() -> None:
+    """"compare with the disentanglement paper" sets the paper discussed beside the one described; "versus which
+    existing designs?" asks what the paper discussed is set against (its baselines), so the paper its words find
+    first ("design problems") is not set beside it (a blind dev conversation cited both)."""
+    from rag.conversation import resolve
+
+    history = [{"role": "user", "content": "the chat model where image tokens skip attention, what did it find?"},
+               {"role": "assistant", "content": "Attention from visual tokens is redundant [1].",
+                "paper_ids": ["naevit"]}]
+
+    def focus(question: str) -> tuple[tuple[str, ...], bool]:
+        got = resolve(question, Q.read(question), history, locate=lambda s: None, first=lambda text: "design",
+                      titled=lambda text, words, paper_id: False)
+        return got.papers, got.side_by_side
+
+    assert focus("compare w/ the disentanglement paper") == (("naevit", "design"), True)
+    papers, side = focus("versus which existing designs?")
+    assert not side and "design" not in papers
+
+
 def test_after_an_answer_citing_nothing_a_described_paper_is_searched_alone() -> None:
     """When the previous answer cited nothing (a listing declined), "what about its size?" is searched with the
     previous question, which says what "it" was; "for the one sneaking a backdoor into a model that keeps learning
