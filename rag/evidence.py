@@ -657,8 +657,12 @@ def alternatives_of(topic: str) -> list[list[str]]:
 
 
 def _mentions(word: str, words: set[str]) -> bool:
-    """The paper uses the word, or a word sharing its first five letters ("assistants" ~ "assistive")."""
-    return word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words))
+    """The paper uses the word, in its other number too ("LLMs" ~ "LLM", "GNN" ~ "GNNs": too short for what
+    follows), or a word sharing its first five letters ("assistants" ~ "assistive")."""
+    if word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words)):
+        return True
+    other = word[:-1] if word.endswith("s") and not word.endswith("ss") else f"{word}s"
+    return len(word) >= 3 and word.isalnum() and other in words
 
 
 # A topic about where to get artefacts; otherwise "Code is available at ..." says nothing of what a paper is about.

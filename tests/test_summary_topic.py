@@ -40,6 +40,14 @@ def test_a_paper_covers_the_topic_through_any_one_alternative() -> None:
     assert topic_cover(alternatives, "Point clouds.") == 0.0
 
 
+def test_a_short_topic_word_is_covered_in_its_other_number() -> None:
+    """"Which papers are about LLMs?": a paper writing "Large Language Model (LLM) agents" holds the topic word in
+    its other number (too short for the five-letter prefix that takes "models" for "model"); "loss" is not "los"."""
+    assert topic_cover([{"llms": 2.7}], "Large Language Model (LLM) agents plan.") == 1.0
+    assert topic_cover([{"gnn": 2.7}], "We attack GNNs.") == 1.0
+    assert topic_cover([{"loss": 2.0}], "The los angeles data.") == 0.0
+
+
 def test_a_paper_is_listed_on_cover_and_sentence_or_on_a_very_close_sentence() -> None:
     """The per-paper rule: most of the topic's rare words and a close enough sentence, or a very close sentence in a
     paper holding some of them (`summary_sure_cover`)."""
