@@ -43,7 +43,7 @@ from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, Paper, StoreError
 from .retrieve import Filters, Retrieved, Retriever
 from .sanitize import sanitize_source
-from .text import mend_numbers, split_sentences, tokens, written_in
+from .text import expansion_of, mend_numbers, split_sentences, tokens, written_in
 
 log = logging.getLogger(__name__)
 
@@ -415,6 +415,7 @@ class Assistant:
                 retrieved, total = self._collection(filters)
             else:
                 retrieved = self._retrieve(q, filters, top_k)
+                q = _term_or_paper(q, retrieved.hits)
             timings = dict(retrieved.timings)
             model_name = self.model_name
             reason = None if q.collection else gate(q, retrieved.hits, self.settings.retrieval.min_similarity)
@@ -610,6 +611,17 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
     embedder = embedder or load_embedder(settings.embedding, cache_dir=settings.paths.data_dir)
     return build_index(settings, embedder, paths=paths, keep_removed=keep_removed, rebuild=rebuild,
                        progress=progress)
+
+
+def _term_or_paper(q: Q.Question, hits: list[Hit]) -> Q.Question:
+    """"What is RKME?" asks what the paper found first spells out as "reduced kernel mean embedding (RKME)", a term
+    of the paper: answered as "What does RKME stand for?"; "What is SOLAR?", the paper's own name, asks what the paper
+    is (as read)."""
+    name = Q.name_asked(q.text) if "overview" in q.asks and hits else ""
+    paper = hits[0].paper if name else None
+    if paper is None or compose.head_of(paper.title).lower() == name.lower() or not expansion_of(name, paper.abstract):
+        return q
+    return q.spelling_out(name)
 
 
 def _lead(paper: Paper) -> set[str]:

@@ -461,6 +461,17 @@ _SYMBOLS_ASKED = re.compile(r"\b(?:what|which)\b(.{0,60}?)\b(?:stands?|stood|den
 _LETTER = re.compile(r"(?<![\w\\$])[A-Za-z](?![\w])")
 
 
+# "What is RKME?", "what's SeL", "and what are AMCEs?": the question is a name and nothing else.
+_WHAT_IS_NAME = re.compile(r"^\W*(?i:(?:(?:and|so|ok|okay)\W+)?(?:what\s*(?:'s|’s|is|are)|whats)\s+(?:an?\s+|the\s+)?)("
+                           + _ACRONYM.pattern.removeprefix(r"\b") + r")\s*[?.!]*\s*$")
+
+
+def name_asked(text: str) -> str:
+    """The name a question asks about and nothing else: "What is RKME?" -> "RKME"; "" otherwise."""
+    m = _WHAT_IS_NAME.match(text)
+    return m.group(1) if m else ""
+
+
 def symbols_asked(text: str) -> tuple[str, ...]:
     """The lone letters an expansion question asks to spell out: "What does H denote?" -> ("H",); not the article
     "a" nor "I"."""
@@ -646,6 +657,12 @@ class Question:
         described = (self.described or described) and not side_by_side
         kind = "summary" if len(pinned) > 1 and not described else self.kind
         return replace(self, searched=searched, pinned=pinned, kind=kind, described=described, in_order=in_order)
+
+    def spelling_out(self, name: str) -> Question:
+        """The question asking what `name` stands for: "What is RKME?" when an abstract defines RKME, a term of
+        the paper rather than its name, is answered as "What does RKME stand for?" would be."""
+        asks = (self.asks - {"overview"}) | {"expansion"}
+        return replace(self, wants="expansion", asks=asks, acronym=name)
 
     def in_corpus(self, absent: tuple[str, ...], rare: tuple[str, ...],
                   unmentioned: tuple[str, ...] = ()) -> Question:

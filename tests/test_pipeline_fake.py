@@ -557,3 +557,20 @@ def test_a_british_spelling_is_searched_as_the_abstracts_spell_it(built) -> None
     ans = a.ask(typed)
     assert ans.question == typed and ans.searched == "Is there a paper on optimizing a behavior policy?"
     assert not any("optimising" in n or "behaviour" in n for n in ans.notices) and "optimising" not in ans.text
+
+
+def test_what_is_a_term_the_paper_spells_out_is_answered_by_its_expansion(built) -> None:  # type: ignore[no-untyped-def]
+    """"What is RKME?": a term the learnware abstract spells out ("reduced kernel mean embedding (RKME)"), not a
+    paper's name, is answered as "What does RKME stand for?" would be; "What is TIED?" names the paper itself and is
+    answered with what the paper is, not an expansion."""
+    from rag import question as Q
+
+    assert Q.name_asked("What is RKME?") == "RKME" and Q.name_asked("whats SeL") == "SeL"
+    assert Q.name_asked("What is grokking?") == "" and Q.name_asked("What is the main risk?") == ""
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator(["It is a specification [1]."] * 2))
+    term = a.ask("What is RKME?")
+    assert term.text.startswith("RKME stands for reduced kernel mean embedding [1]")
+    assert term.citations and term.citations[0].paper.paper_id == LEARNWARE
+    paper = a.ask("What is TIED?")
+    assert "stands for" not in paper.text and paper.citations[0].paper.paper_id == TIED
