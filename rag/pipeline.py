@@ -269,11 +269,7 @@ class Assistant:
         # Every pinned paper is a candidate: "Which of them ...?" after a list of eight picks among all eight.
         top_k = max(top_k or self.settings.retrieval.top_k, self.settings.answer.summary_candidates if q.summary else 0,
                     len(q.pinned))
-        # A question naming one paper ("what problem does FoundObj solve?", "is TIED model-based?", "rhi - what does
-        # it guarantee?") is about that paper, however well another one's sentences match its other words; searched
-        # within the user's filters. Of the words typed in lower case, those few papers use (read once: `q.rare`).
-        named = None if q.pinned or q.summary or q.compares else self.retriever.paper_named(
-            Q.names_as_written(q.text), [w for w in Q.typed_lower(q.text) if w in q.rare])
+        named = self._paper_named(q)
         if named and not (filters and filters.paper_ids and named not in filters.paper_ids):
             only = self.retriever.search(q.searched, replace(filters or Filters(), paper_ids=frozenset({named})),
                                          top_k=top_k)
@@ -283,6 +279,15 @@ class Assistant:
         if q.described and len(q.pinned) > 1:
             retrieved = replace(retrieved, hits=told_apart(q.text, retrieved.hits))
         return retrieved
+
+    def _paper_named(self, q: Q.Question) -> str | None:
+        """The one paper a question names ("what problem does FoundObj solve?", "is TIED model-based?", "rhi - what
+        does it guarantee?"): it is about that paper, however well another one's sentences match its other words. Of
+        the words typed in lower case, those few papers use (read once: `q.rare`). None for a follow-up pinned to
+        earlier papers, a summary or a comparison."""
+        if q.pinned or q.summary or q.compares:
+            return None
+        return self.retriever.paper_named(Q.names_as_written(q.text), [w for w in Q.typed_lower(q.text) if w in q.rare])
 
     def _words(self, paper_id: str) -> set[str]:
         """A paper's words, as questions are read (`text.tokens`), a slashed one also written whole ("I/O" is "io",
@@ -472,8 +477,9 @@ class Assistant:
                     reason, part = answerability(q, [b.hit.paper for b in blocks])
                     if reason:
                         timings["total_ms"] = (time.perf_counter() - t0) * 1000
-                        said = of_one(reason) if len(pinned) == 1 and len(blocks) == 1 else None
-                        if said:  # a follow-up on one paper: that paper's abstract is what does not say it
+                        one = pinned[0] if len(pinned) == 1 else self._paper_named(q)
+                        said = of_one(reason) if len(blocks) == 1 and blocks[0].hit.paper.paper_id == one else None
+                        if said:  # a question on one paper (pinned or named): its abstract is what does not say it
                             yield self._not_in_paper(typed, searched, retrieved.hits, blocks[0], said, timings,
                                                      notices)
                         else:
@@ -580,9 +586,9 @@ class Assistant:
 
     def _not_in_paper(self, question: str, searched: str, hits: list[Hit], block: Evidence, said: str,
                       timings: dict[str, float], notices: list[str]) -> Answer:
-        """A follow-up on one paper whose abstract does not hold what is asked ("how many images?" after the
-        cell-painting paper): the answer says so of that paper and cites it, so the reader can check, rather than
-        declining as if no paper were in question."""
+        """A question on one paper whose abstract does not hold what is asked ("how many images?" after the
+        cell-painting paper, "What are the main limitations of SERA?"): the answer says so of that paper and cites
+        it, so the reader can check, rather than declining as if no paper were in question."""
         paper = block.hit.paper
         name = compose.head_of(sanitize_source(paper.title).rstrip(" .")) if not paper.title_is_opening \
             else "this paper"

@@ -184,8 +184,11 @@ def test_a_follow_up_on_one_paper_that_its_abstract_does_not_answer_says_so_of_t
     assert code.text == "The abstract of PrivGate says nothing about code, data or weights being available [1]."
     assert [c.paper.paper_id for c in code.citations] == [PRIVGATE] and code.focus == (PRIVGATE,)
     assert code.declined and not code.abstained and code.to_dict()["declined"]
-    # Without a paper under discussion the same question is declined as before.
-    alone = a.ask("Is the code of PrivGate public?")
+    # A question naming the paper is about it as well ("What are the main limitations of SERA?" had been declined
+    # as if no paper were in question); without a paper named or discussed, the question is declined as before.
+    named = a.ask("Is the code of PrivGate public?")
+    assert named.text == code.text and [c.paper.paper_id for c in named.citations] == [PRIVGATE] and named.declined
+    alone = a.ask("Is the code of the privacy gate paper public?")
     assert alone.abstained and alone.text == CANNOT_ANSWER and not alone.citations
 
 
