@@ -510,9 +510,39 @@ def _named_with_expansion(sentence: str) -> list[tuple[int, str, str, bool]]:
         [(m.start(), m.group(2), m.group(1), False) for m in _EXPANSION_THEN_NAME.finditer(sentence)]
 
 
+# Capitalised words in a row: "Advantage Reweighting" in "a simple yet effective Advantage Reweighting method".
+_CAPITALISED_RUN = re.compile(r"\b[A-Z][a-z][\w\-]*(?:\s+[A-Z][\w\-]*)*")
+
+
+def _prefixes_spell(name: str, words: list[str]) -> bool:
+    """Is the name the words' beginnings, each word giving one or more letters, in order? "AREW" = "A"dvantage +
+    "Rew"eighting."""
+    name, words = name.lower(), [w.lower() for w in words]
+    if not words:
+        return not name
+    if not name:
+        return False
+    return any(words[0].startswith(name[:k]) and _prefixes_spell(name[k:], words[1:])
+               for k in range(1, min(len(name), len(words[0])) + 1))
+
+
+def _named_in_apposition(sentence: str) -> tuple[str, str] | None:
+    """(name, expansion) where a sentence presents a method by a name and then a phrase whose capitalised words
+    spell it: "we propose AREW, a simple yet effective Advantage Reweighting method" -> ("AREW", "Advantage
+    Reweighting")."""
+    m = _NAMED.search(sentence)
+    if m is None:
+        return None
+    for run in _CAPITALISED_RUN.finditer(m.group(2)):
+        if _prefixes_spell(m.group(1), run.group(0).split()):
+            return m.group(1), run.group(0)
+    return None
+
+
 def expansion_of(name: str, text: str) -> tuple[str, str] | None:
     """(the name as written, the words spelling it out) where the text defines `name`: "geometric horizon models
-    (GHM)" or "SOLAR (Self-supervised jOint LeArning ...)"; a plural asked ("AMCEs") also finds the singular defined.
+    (GHM)", "SOLAR (Self-supervised jOint LeArning ...)" or "we propose AREW, a simple yet effective Advantage
+    Reweighting method"; a plural asked ("AMCEs") also finds the singular defined.
     None when the text never spells it out. The first definition wins."""
     wanted = {name, name[:-1]} if name.endswith("s") and len(name) > 2 else {name}
     for sentence in split_sentences(text):
@@ -522,6 +552,9 @@ def expansion_of(name: str, text: str) -> tuple[str, str] | None:
             words = _expansion_words(found, expansion.strip(), name_first) if found in wanted else None
             if words:
                 return found, " ".join(words)
+        apposed = _named_in_apposition(sentence)
+        if apposed and apposed[0] in wanted:
+            return apposed
     return None
 
 

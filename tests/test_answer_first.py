@@ -1112,6 +1112,12 @@ def test_an_expansion_the_evidence_defines_is_the_answer_itself() -> None:
     assert expansion_of("AMCEs", "We report Average Marginal Component Effects (AMCE).") == (
         "AMCE", "Average Marginal Component Effects")  # the plural asked, the singular defined
     assert expansion_of("SOLAR", SOLAR.abstract) is None  # named, never spelt out
+    # A name presented with a phrase whose capitalised words begin with its letters ("What does AREW stand for?" had
+    # been answered with a sentence of results); a phrase that does not spell it is no expansion.
+    arew = "To fix this, we propose AREW, a simple yet effective Advantage Reweighting method that uses critiques."
+    assert expansion_of("AREW", arew) == ("AREW", "Advantage Reweighting")
+    assert expansion_of("AREW", arew.replace("Advantage Reweighting", "Advantage Learning")) is None
+    assert expansion_of("PrivGate", "We propose PrivGate, a framework that invokes Explicit Reasoning.") is None
 
     q = Q.read("What does GHM stand for in the offline model-based RL paper?")
     assert (q.wants, q.acronym, q.compound) == ("expansion", "GHM", False)
