@@ -1,7 +1,8 @@
 """A real chat model's answers, recorded once and replayed: the answer settings swept over them in seconds.
 
 `python -m bench.replay --data-dir DIR --model NAME --record FILE [--split dev] --setting NAME --values A,B,...`
-(or `--out RUN` for the eval's own run folder of the split, as `python -m rag eval --out RUN` writes it)
+(or `--out RUN` for the eval's own run folder of the split, as `python -m rag eval --out RUN` writes it, and
+`--conversations --out RUN` for the split's scripted conversations, as `python -m rag eval conversations` plays them)
 answers every question of one split of eval/qa.jsonl through the pipeline (`Assistant.ask`, as `python -m rag eval`
 does) at each value of one `[answer]` setting, and prints the eval's answer figures per value and subset: fact in the
 first sentence, fact anywhere, fact in the model's own words, median words, the share of quoted answers and
@@ -85,6 +86,16 @@ def run(assistant: Any, questions: Sequence[Any], setting: str,
     return out
 
 
+def conversations(assistant: Any, split: str, out: Path, command: str) -> str:
+    """Play the split's scripted conversations with `assistant` as `python -m rag eval conversations` does, write the
+    run folder `out` (conversations.jsonl, summary.json) and return the summary table."""
+    from eval import conversations as C
+    from eval.run import stamp
+
+    meta = stamp(assistant.settings, assistant.prompts.version, C.CONVERSATIONS, command)
+    return C.table(C.run(assistant, C.load(C.CONVERSATIONS, split), out, meta, progress=False))
+
+
 _FIGURES = (("first sentence", "first_sentence_accuracy"), ("fact", "fact_accuracy"),
             ("own words", "own_words_accuracy"), ("words", "words_median"), ("quoted", "quoted_share"),
             ("citation P", "citation_precision"))
@@ -100,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--values", default="", help="comma-separated values (default: the settings as they stand)")
     ap.add_argument("--out", type=Path, help="instead of a sweep: write the eval's run folder (`python -m rag eval "
                                              "--out`) of the split as the settings stand, outputs replayed or kept")
+    ap.add_argument("--conversations", action="store_true",
+                    help="with --out: play the split's scripted conversations instead (`python -m rag eval "
+                         "conversations --out`), outputs replayed or kept")
     args = ap.parse_args(argv)
 
     from eval.cli import resolve_model
@@ -116,12 +130,19 @@ def main(argv: list[str] | None = None) -> int:
     recorded = Recorded(base.generator, args.record)
     assistant = Assistant(settings, embedder=base.embedder, generator=recorded)
     values: list[str | None] = list(args.values.split(",")) if args.values else [None]
+    command = "python -m bench.replay " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.conversations:
+        if not args.out:
+            ap.error("--conversations needs --out")
+        played = conversations(assistant, args.split, args.out, command)
+        print(played)
+        print(f"outputs replayed {recorded.replayed}, generated {recorded.generated}; run folder: {args.out}")
+        return 0
     questions = [q for q in load_qa() if q.split == args.split]
     if args.out:
         from eval.report import summary_text
         from eval.run import evaluate
 
-        command = "python -m bench.replay " + " ".join(sys.argv[1:] if argv is None else argv)
         summary = evaluate(assistant, settings, questions, args.out, retrieval_only=False,
                            prompt_version=assistant.prompts.version, command=command, progress=False)
         print(summary_text(summary))

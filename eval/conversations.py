@@ -176,21 +176,28 @@ def main(argv: list[str]) -> int:
     assistant = Assistant(settings)
     ingest(settings, embedder=assistant.embedder)
     assistant.warm()
+    out = args.out or RUNS_DIR / ("conv-" + dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S"))
+    summary = run(assistant, convs, out, stamp(settings, assistant.prompts.version, args.file,
+                                               "python -m rag eval conversations " + " ".join(argv)))
+    print(table(summary))
+    print(f"\nrun folder: {out}")
+    return 0
+
+
+def run(asker: Asker, convs: Sequence[Conversation], out: Path, meta: dict[str, Any],
+        progress: bool = True) -> dict[str, Any]:
+    """Play the conversations, write the run folder `out` (conversations.jsonl, summary.json); the summary."""
     records = []
     for conv in convs:
-        turns = play(assistant, conv)
+        turns = play(asker, conv)
         records.append({"id": conv.id, "kind": conv.kind, "split": conv.split, "subset": conv.subset, "turns": turns})
-        print(f"{conv.id} {conv.kind}: last fact {turns[-1]['fact_hit']} right {turns[-1]['right_paper']}",
-              file=sys.stderr)
-    summary = {"meta": stamp(settings, assistant.prompts.version, args.file,
-                             "python -m rag eval conversations " + " ".join(argv)),
-               **summarise(records)}
-    out = args.out or RUNS_DIR / ("conv-" + dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S"))
+        if progress:
+            print(f"{conv.id} {conv.kind}: last fact {turns[-1]['fact_hit']} right {turns[-1]['right_paper']}",
+                  file=sys.stderr)
+    summary = {"meta": meta, **summarise(records)}
     out.mkdir(parents=True, exist_ok=True)
     with (out / "conversations.jsonl").open("w", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(table(summary))
-    print(f"\nrun folder: {out}")
-    return 0
+    return summary

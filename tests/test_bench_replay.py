@@ -45,3 +45,25 @@ def test_a_sweep_replays_one_set_of_outputs_at_every_value(tmp_path: Path) -> No
         assert overall["n"] == 1 and overall["fact_accuracy"] == 1.0 and overall["first_sentence_accuracy"] == 1.0
     # The number asked for is answered: the model's one sentence stands alone either way.
     assert summaries["true"]["overall"]["words_median"] == summaries["false"]["overall"]["words_median"]
+
+
+def test_conversations_are_played_with_kept_outputs_and_written_as_the_eval_writes_them(tmp_path: Path) -> None:
+    """`bench.replay --conversations`: the eval's conversations played turn by turn with the model's outputs kept, so
+    a second run replays them without the model and scores the same (`eval.conversations.run` writes the folder)."""
+    from eval import conversations as C
+
+    conv = C.Conversation("c1", "pronoun", "dev", (
+        C.Turn(QUESTION, (PRIVGATE,), (("62.6%",),)),
+        C.Turn("And how much token overhead does it add?", (PRIVGATE,), (("15.9%",),))))
+    model = ScriptedGenerator(["PrivGate cuts privacy leakage by 62.6% [1].", "It adds 15.9% token overhead [1]."])
+    first = Recorded(model, tmp_path / "kept.jsonl")
+    summary = C.run(seeded_assistant(tmp_path / "data", first), [conv], tmp_path / "run1", {"command": "x"},
+                    progress=False)
+    assert first.generated == 2 and summary["overall"]["last_fact_accuracy"] == 1.0
+    again = Recorded(ScriptedGenerator(["must not be used"]), tmp_path / "kept.jsonl")
+    replayed = C.run(seeded_assistant(tmp_path / "data2", again), [conv], tmp_path / "run2", {"command": "x"},
+                     progress=False)
+    assert again.replayed == 2 and again.generated == 0 and replayed["overall"] == summary["overall"]
+    rows = [json.loads(x) for x in (tmp_path / "run2" / "conversations.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows[0]["id"] == "c1" and rows[0]["turns"][1]["resolved"] == [PRIVGATE]
+    assert json.loads((tmp_path / "run2" / "summary.json").read_text(encoding="utf-8"))["meta"] == {"command": "x"}
