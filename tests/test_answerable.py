@@ -221,9 +221,15 @@ def test_pipeline_abstains_with_the_reason_and_never_calls_the_model(tmp_path: P
     gen = ScriptedGenerator(["PrivGate adds 12 milliseconds [1]."])
     a = Assistant(s, embedder=emb, generator=gen)
     ans = a.ask("How many milliseconds of latency does PrivGate add per request?")
-    assert ans.abstained and gen.prompts == []
-    assert "the abstracts found never mention milliseconds" in ans.notices
+    # The question names PrivGate: the reason is said of that paper, which is cited so the reader can check.
+    assert ans.declined and not ans.abstained and gen.prompts == []
+    assert ans.text == "The abstract of PrivGate never mentions milliseconds [1]."
+    assert [c.paper.paper_id for c in ans.citations] == [ans.hits[0].paper.paper_id]
     assert ans.hits and ans.hits[0].paper.title.startswith("PrivGate")  # the closest papers are still listed
+    # Not naming it, the same question is declined with the reason under the answer.
+    unnamed = a.ask("How many milliseconds of latency does the privacy gate add per request?")
+    assert unnamed.abstained and gen.prompts == []
+    assert "the abstracts found never mention milliseconds" in unnamed.notices
     # The same question about something the paper does report is answered.
     gen2 = ScriptedGenerator(["PrivGate has a 15.9% token overhead [1]."])
     ok = Assistant(s, embedder=emb, generator=gen2).ask("How much token overhead does PrivGate add?")
