@@ -43,7 +43,7 @@ from .prompts import Prompts, load_prompts
 from .records import CANNOT_ANSWER, Answer, Citation, Evidence, Hit, Paper, StoreError
 from .retrieve import Filters, Retrieved, Retriever
 from .sanitize import sanitize_source
-from .text import expansion_of, mend_numbers, split_sentences, tokens, written_in
+from .text import expansion_of, mend_numbers, own_long_names, split_sentences, tokens, written_in
 
 log = logging.getLogger(__name__)
 
@@ -621,11 +621,13 @@ def ingest(settings: Settings, embedder: Embedder | None = None, paths: list[Pat
 
 def _term_or_paper(q: Q.Question, hits: list[Hit]) -> Q.Question:
     """"What is RKME?" asks what the paper found first spells out as "reduced kernel mean embedding (RKME)", a term
-    of the paper: answered as "What does RKME stand for?"; "What is SOLAR?", the paper's own name, asks what the paper
-    is (as read)."""
+    of the paper: answered as "What does RKME stand for?"; "What is SOLAR?" (the paper's name) and "What is UHM?" (the
+    method it introduces, "we introduce universal horizon models (UHM), ...") ask what the paper's work is (as read)."""
     name = Q.name_asked(q.text) if "overview" in q.asks and hits else ""
     paper = hits[0].paper if name else None
-    if paper is None or compose.head_of(paper.title).lower() == name.lower() or not expansion_of(name, paper.abstract):
+    spelt = expansion_of(name, paper.abstract) if paper is not None else None
+    if paper is None or spelt is None or compose.head_of(paper.title).lower() == name.lower() or \
+            spelt[1].lower() in {own.lower() for own in own_long_names(paper.abstract)}:
         return q
     return q.spelling_out(name)
 

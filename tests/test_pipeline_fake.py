@@ -564,8 +564,8 @@ def test_a_british_spelling_is_searched_as_the_abstracts_spell_it(built) -> None
 
 def test_what_is_a_term_the_paper_spells_out_is_answered_by_its_expansion(built) -> None:  # type: ignore[no-untyped-def]
     """"What is RKME?": a term the learnware abstract spells out ("reduced kernel mean embedding (RKME)"), not a
-    paper's name, is answered as "What does RKME stand for?" would be; "What is TIED?" names the paper itself and is
-    answered with what the paper is, not an expansion."""
+    paper's name, is answered as "What does RKME stand for?" would be; "What is TIED?" names the paper itself and
+    "What is UHM?" the method its paper introduces: both are answered with what the work is, not an expansion."""
     from rag import question as Q
 
     assert Q.name_asked("What is RKME?") == "RKME" and Q.name_asked("whats SeL") == "SeL"
@@ -577,3 +577,5 @@ def test_what_is_a_term_the_paper_spells_out_is_answered_by_its_expansion(built)
     assert term.citations and term.citations[0].paper.paper_id == LEARNWARE
     paper = a.ask("What is TIED?")
     assert "stands for" not in paper.text and paper.citations[0].paper.paper_id == TIED
+    # The method a paper introduces ("we introduce universal horizon models (UHM), ...") is its work, not a term.
+    assert "stands for" not in a.ask("What is UHM?").text
