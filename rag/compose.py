@@ -21,7 +21,7 @@ import re
 from .config import Answering
 from .evidence import answers_why, noun_kin, poses_problem, reports_finding
 from .orders import addressed
-from .question import Question, compound_parts, names_in
+from .question import Question, compound_parts, names_in, place_asked
 from .question import read as read_question
 from .records import CANNOT_ANSWER, Evidence, SentenceCheck
 from .sanitize import sanitize_source
@@ -123,6 +123,18 @@ def with_choice(text: str, choices: tuple[str, ...]) -> str:
     first = split_sentences(text)[:1]
     named = chosen(choices, first[0]) if first else []
     return f"{_capital(named[0])}: {text}" if len(named) == 1 else text
+
+
+_COUNT_WORDS = ("no", "one", "two", "three", "four", "five")
+
+
+def past_the_list(intent: Question) -> str:
+    """The reply to "the second one" when the last answer cited fewer papers: e.g. "The last answer cited only one
+    paper, so there is no second one." (rather than "I cannot answer this from these abstracts.")."""
+    n = intent.past
+    count = _COUNT_WORDS[n] if n < len(_COUNT_WORDS) else str(n)
+    return (f"The last answer cited only {count} paper{'' if n == 1 else 's'}, so there is no "
+            f"{place_asked(intent.text) or 'such'} one.")
 
 
 def declined(intent: Question) -> str:

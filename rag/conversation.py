@@ -48,6 +48,7 @@ class Focus:
     described: bool = False  # the papers are candidates for one the question describes, not all of them
     side_by_side: bool = False  # the papers are compared: all of them, whatever the question describes
     in_order: bool = False  # the user gave the papers in this order ("AREW and the rollout-shaping paper"): keep it
+    past: int = 0  # "the second one" when the last answer cited fewer papers: how many it cited
 
 
 def _named_before(question: str, history: Sequence[Message]) -> bool:
@@ -223,6 +224,8 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
         picked = tuple(cited[:together])
     else:
         picked = tuple(cited[i] for i in Q.pointed_at(question, len(cited)))
+        if not picked and Q.by_position(question):  # "the second one" after an answer citing one paper
+            return Focus(question, past=len(cited))
     # "the few-shot one", "For the X agent, ... it ...?"; not "the first one — what loss do they propose?", whose
     # paper is the one in that place
     if describes or (intent.ask and len(picked) == 1 and not Q.by_position(question)):

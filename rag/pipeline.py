@@ -253,7 +253,7 @@ class Assistant:
             q = q.in_context(f"{asked} (about: {titles[:400]})", focus.papers, focus.described, focus.side_by_side,
                              focus.in_order)
         else:
-            q = q.in_context(focus.searched)
+            q = q.in_context(focus.searched, past=focus.past)
         return q.in_corpus(self.retriever.absent_terms(question), self.retriever.rare_terms(q.searched),
                            self.retriever.unmentioned(q.topic_words) if q.exists or q.exists_first else ())
 
@@ -416,6 +416,10 @@ class Assistant:
         with self.compute:
             q = self._read(question, history)
             searched, pinned, summary = q.searched, q.pinned, q.summary
+            if q.past:  # "the second one" after an answer citing one paper: nothing to search
+                yield self._abstain(typed, searched, [], {"total_ms": (time.perf_counter() - t0) * 1000},
+                                    self.model_name, notices, compose.past_the_list(q))
+                return
             if q.collection:
                 retrieved, total = self._collection(filters)
             else:

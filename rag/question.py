@@ -308,10 +308,11 @@ _THE_N = (r"(?:the|these|those) (two|three|2|3)(?: (?:papers|ones|methods|works|
           r"\s+(?:differ|compare|have|has|share|use|do|does|did|are|were|is|was|agree|relate|overlap|handle|address|"
           r"achieve|report|perform|mean|need|rely|train|evaluate|work|treat|tackle|approach|focus|target|study|"
           r"beats?|outperforms?|gets?|scales?)\b)")
-# "the second" standing for a paper: the ordinal ends the question or a clause, or a verb follows it ("And the second?",
-# "What does the third propose?"); "the second stage" is not a paper.
-_BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;]|$)|\s+(?:do|does|did|is|was|has|"
-                 r"propose|proposes|use|uses|study|studies|show|shows|say|says|find|finds|report|reports|achieve|"
+# "the second" standing for a paper: the ordinal ends the question or a clause (a dash or a colon too: "ok and the
+# third - summary pls"), or a verb follows it ("And the second?", "What does the third propose?"); "the second stage"
+# is not a paper.
+_BARE_ORDINAL = (r"the (?:first|second|third|fourth|fifth|last)(?=\s*(?:[?.!,;:]|$)|\s+[-–—]\s|\s+(?:do|does|did|is|"
+                 r"was|has|propose|proposes|use|uses|study|studies|show|shows|say|says|find|finds|report|reports|achieve|"
                  r"achieves|introduce|introduces|address|addresses|claim|claims|about)\b)")
 # Words that point back at what was said before. "the method" / "the paper" count only with a determiner that
 # refers back ("that", "this", "the same"); "the second one", "the first two", "both", "them" count always; "the
@@ -605,6 +606,7 @@ class Question:
     searched: str = ""
     pinned: tuple[str, ...] = ()
     in_order: bool = False  # the pinned papers are in the order the user gave them (`conversation.Focus.in_order`)
+    past: int = 0  # "the second one" after an answer citing this many papers, fewer than the place asked for
     # Set by `in_corpus`: names no abstract contains, and words of the searched form few papers use.
     absent: tuple[str, ...] = ()
     rare: tuple[str, ...] = ()
@@ -648,15 +650,17 @@ class Question:
         return whole
 
     def in_context(self, searched: str, pinned: tuple[str, ...] = (), described: bool = False,
-                   side_by_side: bool = False, in_order: bool = False) -> Question:
+                   side_by_side: bool = False, in_order: bool = False, past: int = 0) -> Question:
         """With its standalone form and pinned papers; two or more pinned papers not told apart ("compare them",
         "the first two") make it a summary of those papers. `described`: the pinned papers are candidates for the
         one the question describes (`conversation.Focus.described`); `side_by_side`: they are all set side by side,
         whatever the question describes ("How does it compare with the learnware paper?"); `in_order`: listed in
-        the order given."""
+        the order given; `past`: the place the question points at is past the papers the last answer cited (that
+        many)."""
         described = (self.described or described) and not side_by_side
         kind = "summary" if len(pinned) > 1 and not described else self.kind
-        return replace(self, searched=searched, pinned=pinned, kind=kind, described=described, in_order=in_order)
+        return replace(self, searched=searched, pinned=pinned, kind=kind, described=described, in_order=in_order,
+                       past=past)
 
     def spelling_out(self, name: str) -> Question:
         """The question asking what `name` stands for: "What is RKME?" when an abstract defines RKME, a term of
@@ -1061,6 +1065,12 @@ _ONLY_POINTS = re.compile(r"^\s*(?:(?:and|so|ok|okay)\s+)?(?:(?:what|how)\s+abou
 def only_points(question: str) -> bool:
     """Does the question only point at an earlier paper ("And the first one?"), asking what the last question asked?"""
     return bool(_ONLY_POINTS.match(question))
+
+
+def place_asked(question: str) -> str:
+    """The place in a list a question points at, as written: "Tell me more about the second one." -> "second"."""
+    m = _ORDINAL.search(question) if by_position(question) else None
+    return m.group(1).lower() if m else ""
 
 
 def by_position(question: str) -> bool:

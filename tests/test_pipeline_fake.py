@@ -579,3 +579,20 @@ def test_what_is_a_term_the_paper_spells_out_is_answered_by_its_expansion(built)
     assert "stands for" not in paper.text and paper.citations[0].paper.paper_id == TIED
     # The method a paper introduces ("we introduce universal horizon models (UHM), ...") is its work, not a term.
     assert "stands for" not in a.ask("What is UHM?").text
+
+
+def test_the_second_one_after_an_answer_citing_one_paper_says_there_is_none(built) -> None:  # type: ignore[no-untyped-def]
+    """"Tell me more about the second one." after an answer that cited one paper (a listing that found one) says
+    so, rather than "I cannot answer this from these abstracts." after searching the words "the second one"
+    (blind dev conversations); "the first one" is still that paper."""
+    s, emb, _ = built
+    gen = ScriptedGenerator(["PrivGate reduces leakage by 62.6% [1]."] * 2)
+    a = Assistant(s, embedder=emb, generator=gen)
+    history = [{"role": "user", "content": "Which papers are about privacy?"},
+               {"role": "assistant", "content": "- PrivGate [1].", "paper_ids": [PRIVGATE]}]
+    second = a.ask("Tell me more about the second one.", history=history)
+    assert second.text == "The last answer cited only one paper, so there is no second one."
+    assert second.abstained and not second.citations and gen.prompts == []
+    assert a.ask("ok and the third - summary pls", history=history).text.endswith("there is no third one.")
+    first = a.ask("And the first one?", history=history)
+    assert [c.paper.paper_id for c in first.citations] == [PRIVGATE]
