@@ -36,6 +36,7 @@ from .text import (
     counts,
     has_quantity,
     names_model,
+    other_number,
     own_long_names,
     points_back,
     presents_work,
@@ -661,8 +662,8 @@ def _mentions(word: str, words: set[str]) -> bool:
     follows), or a word sharing its first five letters ("assistants" ~ "assistive")."""
     if word in words or (len(word) >= 5 and any(w.startswith(word[:5]) for w in words)):
         return True
-    other = word[:-1] if word.endswith("s") and not word.endswith("ss") else f"{word}s"
-    return len(word) >= 3 and word.isalnum() and other in words
+    other = other_number(word)
+    return bool(other) and other in words
 
 
 # A topic about where to get artefacts; otherwise "Code is available at ..." says nothing of what a paper is about.

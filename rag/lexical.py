@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .bm25_counts import Counts, take_order
-from .text import spellings, tokens, without_ending
+from .text import other_number, spellings, tokens, without_ending
 
 log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG on its own handler
@@ -343,9 +343,8 @@ class LexicalIndex:
         return total
 
     def _number_forms_of(self, word: str) -> list[str]:
-        if len(word) < 3 or not word.isalpha():
-            return []
-        return [word[:-1] if word.endswith("s") and not word.endswith("ss") else word + "s"]
+        other = other_number(word)
+        return [other] if other else []
 
     def _number_forms(self, q: list[str]) -> list[str]:
         """The query's words and, where the index holds it, each one's other number: "VLM" also finds "VLMs",

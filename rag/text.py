@@ -627,6 +627,14 @@ STOPWORDS = frozenset(
 )
 
 
+def other_number(word: str) -> str:
+    """The word's other number, as an index might write it: "llms" -> "llm", "gnn" -> "gnns"; "" for a word too short
+    or not all letters, and "loss" stays singular."""
+    if len(word) < 3 or not word.isalpha():
+        return ""
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word + "s"
+
+
 # British and American spellings of one word, as (one ending, the other): "generalisation" / "generalization",
 # "behaviour" / "behavior", "modelling" / "modeling", "analyse" / "analyze", "catalogue" / "catalog".
 _SPELLINGS = (("isation", "ization"), ("isations", "izations"), ("ise", "ize"), ("ised", "ized"), ("ises", "izes"),
