@@ -145,12 +145,12 @@ def resolve(question: str, intent: Q.Question, history: Sequence[Message],
             return Focus(question, (found[0], found[1]), side_by_side=True, in_order=True)
     if not history or intent.new_subject or len(question.split()) > 30:
         return Focus(question)
-    if intent.compares and not intent.refers_back and len(Q.compared_parts(question)) == 1 and \
-            not re.match(r"\W*(?:which|what)\b", Q.compared_parts(question)[0], re.IGNORECASE):
+    side = Q.other_side(question) if intent.compares and not intent.refers_back else ""
+    if side:
         # "compare w/ the disentanglement paper", "compare with NAEViT": the paper under discussion is the other side
         # ("versus which existing designs?" asks what it is set against, and names no other paper).
         cited = previous_citations(history, locate)
-        other = first(" ".join(Q.compared_parts(question)))
+        other = first(side)
         if len(cited) == 1 and other and other != cited[0]:
             return Focus(question, (cited[0], other), side_by_side=True)
     if not intent.refers_back:

@@ -233,12 +233,12 @@ class Assistant:
         """
         question, _ = A.truncate_question(question)
         with self.compute:
-            return self._read(question, _turns(history))
+            return self._read(self.retriever.respelt(question), _turns(history))
 
     def _read(self, question: str, history: list[Message]) -> Q.Question:
-        """`read` with the compute lock held; the question's words spelt as the abstracts spell them ("which papers
-        study generalisation?" had been declined over abstracts writing "generalization")."""
-        question = self.retriever.respelt(question)
+        """`read` with the compute lock held, of a question already spelt as the abstracts spell it
+        (`Retriever.respelt`: "which papers study generalisation?" had been declined over abstracts writing
+        "generalization")."""
         q = Q.read(question, alone=not history)
         question = q.text  # searched as what it requests: "list the papers about ...", not "Can you list ..."
         focus = conversation.resolve(question, q, history, self._locate, self._first, self._words, self._named,

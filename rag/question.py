@@ -1055,6 +1055,14 @@ def compared_parts(question: str) -> list[str]:
     return [p for p in parts if p]
 
 
+def other_side(question: str) -> str:
+    """The one term a comparison sets against the paper under discussion: "compare w/ the disentanglement paper" ->
+    "w/ the disentanglement paper"; "" when it has two terms, or asks what the other side is ("versus which existing
+    designs?", which names no paper)."""
+    parts = compared_parts(question)
+    return parts[0] if len(parts) == 1 and not re.match(r"\W*(?:which|what)\b", parts[0], re.IGNORECASE) else ""
+
+
 # A follow-up that only points at another earlier paper: "And the first one?", "What about the second?", "and for the
 # other one?"; it asks of that paper what the question before it asked.
 _ONLY_POINTS = re.compile(r"^\s*(?:(?:and|so|ok|okay)\s+)?(?:(?:what|how)\s+about\s+)?(?:for\s+)?the\s+(?:first|second|"
