@@ -1,8 +1,9 @@
 """Generation on another box: answers per minute and first-token p50/p95 for 1, 4 and 8 concurrent API clients.
 
-Starts `python -m llama_cpp.server` on 127.0.0.1 serving the default SmolLM2 GGUF (the Q8_0 copy the app itself
-would load), then, for each backend, the OpenAI-compatible API in this process (ui/api.py, no UI) over the seeds'
-index, and N client threads each asking factoid questions from eval/qa.jsonl through the `openai` client, streamed.
+Starts `python -m llama_cpp.server` on 127.0.0.1 serving the default GGUF (the copy the app itself would load:
+Q8_0 for a Q4_0/Q4_1 file), then, for each backend, the OpenAI-compatible API in this process (ui/api.py, no UI)
+over the seeds' index, and N client threads each asking factoid questions from eval/qa.jsonl through the `openai`
+client, streamed.
 Backends: `local` (the GGUF in-process, every answer under the one compute lock: the baseline) and `remote-pN`
 (generation.remote_url at the server, generation.remote_parallel = N: retrieval under the lock, generation not).
 
@@ -62,7 +63,7 @@ def llama_server(gguf: Path, n_ctx: int, threads: int, log: Path) -> Iterator[st
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-           "--n_batch", "128", "--model_alias", "smollm2",
+           "--n_batch", "128", "--model_alias", gguf.stem,
            # Its default, True, makes a new request cut off the one streaming: concurrent answers came back empty.
            "--interrupt_requests", "False"]
     with log.open("w") as out:

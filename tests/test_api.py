@@ -271,7 +271,7 @@ def test_rag_serve_answers_the_openai_client(seeded: Settings, tmp_path: Path,
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="slow-test-token", max_retries=0,
                                timeout=300)
         model = client.models.list().data[0].id
-        assert model == "smollm2"
+        assert model == "qwen2.5-coder-0.5b"
         plain = client.chat.completions.create(model=model, messages=[{"role": "user", "content": QUESTION}])
         text = plain.choices[0].message.content
         assert "62.6" in text and "[1]" in text

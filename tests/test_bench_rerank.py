@@ -21,7 +21,7 @@ OTHER = ("We study exact unlearning in reinforcement learning and give an algori
 
 @pytest.mark.slow
 def test_a_judgment_after_another_prompt_is_the_judgment_from_a_fresh_context() -> None:
-    path = Path(resolve_model(Generation(), None))
+    path = Path(resolve_model(Generation(model_path="smollm2"), None))  # the bench's default model
     warm = load(path, n_threads=2)
     yes, no = _first_tokens(warm, ("Yes", " Yes", "yes")), _first_tokens(warm, ("No", " No", "no"))
     assert yes and no and not set(yes) & set(no)

@@ -2,7 +2,7 @@
 
 All slow: one ingest of the seeds into a temporary data folder is shared by the module. (b) reruns retrieval-only
 eval on the whole QA set; (c) runs the full pipeline with the default GGUF on the baseline's fixed subset of ~23
-questions across every kind (each takes ~1-3 s with SmolLM2 on two cores).
+questions across every kind (about 60 s for all of them with the default Qwen2.5-Coder-0.5B on two cores).
 """
 
 from __future__ import annotations

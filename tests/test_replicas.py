@@ -32,7 +32,8 @@ def _chroma_cli() -> str:
 
 def _ask(port: int, question: str) -> tuple[str, list[str]]:
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="loopback", max_retries=0, timeout=300)
-    got = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": question}])
+    model = client.models.list().data[0].id
+    got = client.chat.completions.create(model=model, messages=[{"role": "user", "content": question}])
     message = got.choices[0].message
     return str(message.content), [c["title"] for c in message.citations]
 

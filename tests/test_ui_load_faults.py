@@ -1,5 +1,5 @@
-"""The real app under load and under internal faults: one launched app (real embedder, Chroma, SmolLM2) on a free
-127.0.0.1 port, driven through gradio_client.
+"""The real app under load and under internal faults: one launched app (real embedder, Chroma, the default model) on a
+free 127.0.0.1 port, driven through gradio_client.
 
 Load: 16 chats and 50 searches at once all complete, never more than one generation runs at a time, the process keeps
 serving, and its memory growth is reported. Faults (retrieval raising, the index missing, the model file deleted

@@ -3,7 +3,8 @@
 Any OpenAI client (the `openai` SDK, Open WebUI, LibreChat, editors) can ask the assistant:
 
     client = OpenAI(base_url="http://127.0.0.1:7860/v1", api_key="TOKEN or anything on loopback")
-    client.chat.completions.create(model="smollm2", messages=[...], extra_body={"filters": {"has_code": True}})
+    client.chat.completions.create(model="qwen2.5-coder-0.5b", messages=[...],
+                                   extra_body={"filters": {"has_code": True}})
 
 What a request means:
 - `messages`: the last one must be `user` (the question); earlier `user`/`assistant` turns are the history, which
@@ -220,7 +221,7 @@ def presets() -> list[Any]:
 
 def loaded_model_id(assistant: Assistant) -> str:
     """The id clients send as `model`: a preset's name when its file is loaded, else the GGUF's stem, or the remote
-    server's model name; e.g. "smollm2" for the default SmolLM2 GGUF."""
+    server's model name; e.g. "qwen2.5-coder-0.5b" for the default GGUF."""
     gen = assistant.generator
     remote = getattr(gen, "model", None)  # RemoteGenerator: the name the server gave
     if isinstance(remote, str) and remote:

@@ -28,6 +28,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 
 import gradio as gr  # noqa: E402
 
+from rag import presets  # noqa: E402
 from rag.catalog import Catalog  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.index import index_generation  # noqa: E402
@@ -148,7 +149,7 @@ def model_choices(settings: Settings) -> dict[str, str]:
     With `generation.remote_url` the server's model is the only choice: local files would not be what answers."""
     if settings.generation.remote_url:
         return {f"{settings.generation.remote_model or 'the model'} on the remote server": ""}
-    default = Path(settings.generation.model_path).name if settings.generation.model_path else "SmolLM2-135M-Instruct"
+    default = Path(settings.generation.model_path).name if settings.generation.model_path else presets.DEFAULT
     choices = {f"{default} (default)": settings.generation.model_path}
     models_dir = settings.paths.models_dir
     if models_dir.is_dir():
