@@ -631,6 +631,67 @@ def _terse(sentence: str) -> bool:
     return len(_WORD.findall(MARKER.sub(" ", sentence))) <= 3
 
 
+# A question asking for several things: "which datasets ...?", "on which two tasks ...?", "both ...".
+_SEVERAL = re.compile(r"\b(?:two|three|four|both|several|all the)\b", re.IGNORECASE)
+
+
+def _asks_several(intent: Question) -> bool:
+    noun = intent.noun.lower()
+    return bool(_SEVERAL.search(intent.asked) or (noun.endswith("s") and not noun.endswith(("ss", "us", "is"))))
+
+
+def part_of_its_source(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], intent: Question,
+                       knobs: Answering) -> bool:
+    """Is a terse answer one piece of a cited evidence sentence that holds more of what was asked? "BBBC021 [1]." for
+    "which benchmark datasets ...?" from "tested on two popular benchmarking datasets, BBBC021 and RxRx3-core"
+    (one item of the list asked for); and "31% [1]." for "what share of the time did participants prefer it?" from
+    "Participants preferred our assistant 78% of the time (p=0.015), with a 31% higher acceptance rate.": one of the
+    sentence's amounts, and not the one the question's words stand beside (`_amount_asked`). The evidence then
+    answers."""
+    plain = MARKER.sub(" ", sentence).strip().rstrip(" .;,:")
+    if not (cites and plain):
+        return False
+    sources = [x for b in blocks if b.n in cites for x in b.sentences if plain.lower() in x.lower()]
+    if intent.wants == "number":  # a short phrase around one amount: "31% higher acceptance rate [1]."
+        mine = set(numbers_in(plain))
+        if len(_WORD.findall(plain)) > 6 or len(mine) != 1:
+            return False
+        return any(asked not in mine for x in sources if set(numbers_in(x)) - mine
+                   for asked in [_amount_asked(x, intent)] if asked)
+    if not _terse(sentence) or not _asks_several(intent) or re.search(r",|\band\b", plain):
+        return False
+    item = re.escape(plain.lower())
+    listed = re.compile(rf"(?:,|\band|\bor)\s+{item}\b|{item}\s*(?:,|\band\b|\bor\b)")
+    return any(listed.search(x.lower()) for x in sources)
+
+
+def _amount_asked(sentence: str, intent: Question) -> str:
+    """The amount of `sentence` nearest a word of what is asked ("how often did users prefer it?": "Participants
+    preferred our assistant 78% of the time ..., with a 31% higher acceptance rate" -> "78"); "" when two are as near
+    or none is near any, or the amounts pair with names by their order ("3.3%, 25.0%, 17.8% improvements in FRD, MMD,
+    and JSD, respectively")."""
+    if re.search(r"\brespectively\b", sentence, re.IGNORECASE):
+        return ""
+    words = sentence.split()
+    asked = {w[:5] for w in tokens(intent.asked)}
+    near = [i for i, w in enumerate(words) if any(t[:5] in asked for t in tokens(w))]
+    if not near:
+        return ""
+    found = sorted((min(abs(i - j) for j in near), n) for i, w in enumerate(words) for n in numbers_in(w))
+    if not found or len(found) > 1 and found[0][0] == found[1][0] and found[0][1] != found[1][1]:
+        return ""
+    return found[0][1]
+
+
+def names_only(sentence: str, intent: Question) -> bool:
+    """Is the answer to a yes/no question a terse name, which says neither: "R2G: Repel-to-Grokking [1]." for "did
+    they only try the R2G loss on algorithmic toy tasks?"."""
+    words = [w.strip(".,:;()\"'") for w in MARKER.sub(" ", sentence).split()]
+    words = [w for w in words if w]
+    return intent.wants == "yesno" and 0 < len(words) <= 5 and bool(names_in(" ".join(words))) and \
+        all(w[:1].isupper() for w in words) and words[0].lower() not in {"yes", "no"}
+
+
 def names_subject(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:
     """Is a terse sentence only words of its paper's title: "Graph Neural Networks [1]." of the paper titled "Graph
     Neural Networks (GNNs) are increasingly deployed on…"? It names the subject, not an answer."""
@@ -678,6 +739,9 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
     if knobs.model_names_noun:
         holding = [i for i in holding
                    if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
+    # "BBBC021 [1]." for "which datasets ...?" when its sentence lists two; "31% [1]." from a sentence with 78% too.
+    holding = [i for i in holding if not part_of_its_source(kept[i][0], kept[i][1].cites, blocks, intent, knobs)
+               and not names_only(kept[i][0], intent)]
     if not (intent.which or intent.asks & {"name", "method_name", "expansion"}):
         # "... what sensitive kinds of data do they give as examples?": the model's "Graph Neural Networks [1]." names
         # what the paper is about (its title's words), not what was asked.

@@ -2713,3 +2713,56 @@ def test_a_terse_model_answer_naming_only_the_papers_subject_does_not_answer() -
     named = Q.read("which paper studies link stealing on graph neural networks?")
     out, mode, _ = compose.factoid(sentences, checks, [block(gnn)], named, raw)
     assert mode == "generated"
+
+
+CELLS = make_paper("We propose contrastive losses for cell microscopy images from perturbation screens. The approach "
+                   "is tested on two popular benchmarking datasets, BBBC021 and RxRx3-core; and we also evaluate "
+                   "performance on uncurated screens of HaCaT cells.", "a.txt", 0)
+HELPER = make_paper("We fine-tune an assistant to maximise the user's empowerment. Participants preferred our "
+                    "assistant 78% of the time (p=0.015), with a 31% higher acceptance rate.", "a.txt", 0)
+
+
+def test_a_terse_answer_naming_one_item_of_the_listed_ones_gives_way_to_the_list() -> None:
+    # Qwen2.5-Coder-0.5B, dev: "BBBC021 [1]." to "which public benchmark datasets did they test on?", whose
+    # evidence sentence names two.
+    q = Q.read("For the contrastive-loss method for cell microscopy, which public benchmark datasets did they test on?")
+    raw = "BBBC021 [1]."
+    sentences, checks = checked(raw, q.text, [block(CELLS)])
+    assert checks[0].supported
+    assert compose.part_of_its_source(sentences[0], (1,), [block(CELLS)], q, Answering())
+    out, mode, _ = compose.factoid(sentences, checks, [block(CELLS)], q, raw)
+    assert mode == "extractive" and "RxRx3-core" in out.split("[1]")[0]
+    # Asked for one thing, the one item answers; the whole list answers a question asking for several.
+    one = Q.read("Which dataset with the most compounds did they test on?")
+    assert not compose.part_of_its_source("BBBC021 [1].", (1,), [block(CELLS)], one, Answering())
+    assert not compose.part_of_its_source("BBBC021 and RxRx3-core [1].", (1,), [block(CELLS)], q, Answering())
+
+
+def test_a_terse_amount_the_question_does_not_stand_beside_gives_way_to_the_one_it_does() -> None:
+    # Dev, Qwen2.5-Coder-0.5B: "31% [1]." to "what share of the time did participants prefer that assistant?".
+    q = Q.read("What share of the time did user study participants prefer the empowerment assistant?")
+    assert q.wants == "number"
+    sentence = "Participants preferred our assistant 78% of the time (p=0.015), with a 31% higher acceptance rate."
+    assert compose._amount_asked(sentence, q) == "78"
+    raw = "31% [1]."
+    sentences, checks = checked(raw, q.text, [block(HELPER)])
+    assert checks[0].supported and compose.part_of_its_source(sentences[0], (1,), [block(HELPER)], q, Answering())
+    out, mode, _ = compose.factoid(sentences, checks, [block(HELPER)], q, raw)
+    assert mode == "extractive" and "78%" in out.split("[1]")[0]
+    # The amount asked stays the model's own answer; amounts paired with names by their order are not judged.
+    kept, kept_checks = checked("78% of the time [1].", q.text, [block(HELPER)])
+    assert not compose.part_of_its_source(kept[0], (1,), [block(HELPER)], q, Answering())
+    assert compose.factoid(kept, kept_checks, [block(HELPER)], q, "78% of the time [1].")[1] == "generated"
+    assert compose._amount_asked("achieving 3.3%, 25.0%, 17.8% improvements in FRD, MMD, and JSD, respectively",
+                                 Q.read("What improvement in FRD is reported?")) == ""
+
+
+def test_a_name_alone_does_not_answer_a_yes_or_no_question() -> None:
+    # Dev, Qwen2.5-Coder-0.5B: "R2G: Repel-to-Grokking [1]." to "did they only try the R2G loss on algorithmic toy
+    # tasks".
+    q = Q.read("did they only try the R2G loss on algorithmic toy tasks")
+    assert q.wants == "yesno"
+    assert compose.names_only("R2G: Repel-to-Grokking [1].", q)
+    assert not compose.names_only("No, also on linguistic tasks [1].", q)
+    assert not compose.names_only("Yes [1].", q)
+    assert not compose.names_only("R2G: Repel-to-Grokking [1].", Q.read("What is the loss called?"))
