@@ -684,12 +684,17 @@ def _amount_asked(sentence: str, intent: Question) -> str:
 
 
 def names_only(sentence: str, intent: Question) -> bool:
-    """Is the answer to a yes/no question a terse name, which says neither: "R2G: Repel-to-Grokking [1]." for "did
-    they only try the R2G loss on algorithmic toy tasks?"."""
+    """Is a short answer only a name (and its spelled-out words) that says nothing asked: "R2G: Repel-to-Grokking
+    [1]." to the yes/no "did they only try the R2G loss on algorithmic toy tasks", "SGD (Stochastic Gradient Descent)
+    [1]." to "What is the without-replacement variant of SGD called?" (a name the question already gives)?"""
     words = [w.strip(".,:;()\"'") for w in MARKER.sub(" ", sentence).split()]
     words = [w for w in words if w]
-    return intent.wants == "yesno" and 0 < len(words) <= 5 and bool(names_in(" ".join(words))) and \
-        all(w[:1].isupper() for w in words) and words[0].lower() not in {"yes", "no"}
+    if intent.choices or intent.which or not (0 < len(words) <= 5 and all(w[:1].isupper() for w in words)
+                                              and words[0].lower() not in {"yes", "no"}):
+        return False  # "Does it use PrivGate or SERA?", "Which paper is cheaper, PrivGate or SERA?": a name answers
+    names = set(names_in(" ".join(words)))
+    return bool(names) and (intent.wants == "yesno"
+                            or names <= set(names_in(intent.text)) | set(names_in(intent.searched)))
 
 
 def names_subject(sentence: str, cites: tuple[int, ...], blocks: list[Evidence]) -> bool:

@@ -2757,7 +2757,7 @@ def test_a_terse_amount_the_question_does_not_stand_beside_gives_way_to_the_one_
                                  Q.read("What improvement in FRD is reported?")) == ""
 
 
-def test_a_name_alone_does_not_answer_a_yes_or_no_question() -> None:
+def test_a_name_alone_does_not_answer_a_yes_or_no_question_nor_repeats_the_questions_name() -> None:
     # Dev, Qwen2.5-Coder-0.5B: "R2G: Repel-to-Grokking [1]." to "did they only try the R2G loss on algorithmic toy
     # tasks".
     q = Q.read("did they only try the R2G loss on algorithmic toy tasks")
@@ -2766,3 +2766,10 @@ def test_a_name_alone_does_not_answer_a_yes_or_no_question() -> None:
     assert not compose.names_only("No, also on linguistic tasks [1].", q)
     assert not compose.names_only("Yes [1].", q)
     assert not compose.names_only("R2G: Repel-to-Grokking [1].", Q.read("What is the loss called?"))
+    # Nor, to any question, only a name the question already gives (dev: "What is the without-replacement variant of
+    # SGD called?" answered "SGD (Stochastic Gradient Descent) [1].").
+    called = Q.read("What is the without-replacement variant of SGD called in the shuffling paper?")
+    assert compose.names_only("SGD (Stochastic Gradient Descent) [1].", called)
+    assert not compose.names_only("RandomShuffle [1].", called)
+    for choice in ("Does it use PrivGate or SERA?", "Which paper is cheaper, PrivGate or SERA?"):
+        assert not compose.names_only("PrivGate [1].", Q.read(choice))  # a choice made
