@@ -651,34 +651,52 @@ def part_of_its_source(sentence: str, cites: tuple[int, ...], blocks: list[Evide
     plain = MARKER.sub(" ", sentence).strip().rstrip(" .;,:")
     if not (cites and plain):
         return False
-    sources = [x for b in blocks if b.n in cites for x in b.sentences if plain.lower() in x.lower()]
-    if intent.wants == "number":  # a short phrase around one amount: "31% higher acceptance rate [1]."
+    cited = [x for b in blocks if b.n in cites for x in b.sentences]
+    if intent.wants == "number":  # one amount: "31% higher acceptance rate [1]."
         mine = set(numbers_in(plain))
-        if len(_WORD.findall(plain)) > 6 or len(mine) != 1:
-            return False
-        return any(asked not in mine for x in sources if set(numbers_in(x)) - mine
-                   for asked in [_amount_asked(x, intent)] if asked)
+        for x in cited:
+            theirs = set(numbers_in(x))
+            if not mine & theirs:
+                continue
+            paired = _RESPECTIVELY.search(x)
+            if paired:  # "25.0% improvements in FRD, MMD, and JSD [1]." of "3.3%, 25.0%, 17.8% improvements in FRD,
+                # MMD, and JSD, respectively": fewer amounts than the names it pairs them with
+                listed = x[min((at for n in theirs if (at := x.find(n)) >= 0), default=0):paired.start()]
+                if len(mine & theirs) < len(set(names_in(plain)) & set(names_in(listed))):
+                    return True
+            elif len(mine) == 1 and (asked := _amount_asked(x, intent)) and asked not in mine:
+                return True
+        return False
+    sources = [x for x in cited if plain.lower() in x.lower()]
     if not _terse(sentence) or not _asks_several(intent) or re.search(r",|\band\b", plain):
         return False
     item = re.escape(plain.lower())
-    listed = re.compile(rf"(?:,|\band|\bor)\s+{item}\b|{item}\s*(?:,|\band\b|\bor\b)")
-    return any(listed.search(x.lower()) for x in sources)
+    in_list = re.compile(rf"(?:,|\band|\bor)\s+{item}\b|{item}\s*(?:,|\band\b|\bor\b)")
+    return any(in_list.search(x.lower()) for x in sources)
+
+
+_RESPECTIVELY = re.compile(r"\brespectively\b", re.IGNORECASE)
 
 
 def _amount_asked(sentence: str, intent: Question) -> str:
-    """The amount of `sentence` nearest a word of what is asked ("how often did users prefer it?": "Participants
-    preferred our assistant 78% of the time ..., with a 31% higher acceptance rate" -> "78"); "" when two are as near
-    or none is near any, or the amounts pair with names by their order ("3.3%, 25.0%, 17.8% improvements in FRD, MMD,
-    and JSD, respectively")."""
-    if re.search(r"\brespectively\b", sentence, re.IGNORECASE):
+    """The amount of `sentence` with the most words of what is asked around it ("how often did users prefer it?":
+    "Participants preferred our assistant 78% of the time ..., with a 31% higher acceptance rate" -> "78"); "" when two
+    have as many or none has any, or the amounts pair with names by their order ("3.3%, 25.0%, 17.8% improvements in
+    FRD, MMD, and JSD, respectively")."""
+    if _RESPECTIVELY.search(sentence):
         return ""
     words = sentence.split()
-    asked = {w[:5] for w in tokens(intent.asked)}
-    near = [i for i, w in enumerate(words) if any(t[:5] in asked for t in tokens(w))]
-    if not near:
-        return ""
-    found = sorted((min(abs(i - j) for j in near), n) for i, w in enumerate(words) for n in numbers_in(w))
-    if not found or len(found) > 1 and found[0][0] == found[1][0] and found[0][1] != found[1][1]:
+
+    def at(stems: set[str]) -> list[int]:
+        return [i for i, w in enumerate(words) if any(t[:5] in stems for t in tokens(w))]
+
+    units, near = at({u[:5] for u in intent.unit_heads}), at({w[:5] for w in tokens(intent.asked)})
+    # each amount by how many words of the unit asked, then of the question, stand within four words of it: "how
+    # many fewer parameters than the strongest supervised VLM?" asks "50x fewer model parameters", not "by 7.08 points"
+    found = sorted(((-sum(abs(i - j) <= 4 for j in units), -sum(abs(i - j) <= 4 for j in near)), n)
+                   for i, w in enumerate(words) for n in numbers_in(w))
+    if not found or found[0][0] == (0, 0) or len(found) > 1 and found[0][0] == found[1][0] \
+            and found[0][1] != found[1][1]:
         return ""
     return found[0][1]
 

@@ -1,6 +1,8 @@
 """The answer the user reads: support judged on content, the answer first, one evidence clause as the fallback,
 summaries one line per paper. Pure functions on hand-made evidence (the fake embedder stands in for similarity)."""
 
+from dataclasses import replace
+
 from fakes import HashEmbedder
 
 from rag import compose, support
@@ -2755,6 +2757,27 @@ def test_a_terse_amount_the_question_does_not_stand_beside_gives_way_to_the_one_
     assert compose.factoid(kept, kept_checks, [block(HELPER)], q, "78% of the time [1].")[1] == "generated"
     assert compose._amount_asked("achieving 3.3%, 25.0%, 17.8% improvements in FRD, MMD, and JSD, respectively",
                                  Q.read("What improvement in FRD is reported?")) == ""
+    # The unit asked weighs first: the comparison's words stand beside another amount (dev, t008).
+    fewer = Q.read("How many fewer parameters does it have than the strongest supervised VLM?")
+    solar = ("Extensive experiments against ten SOTA methods show SOLAR surpasses the strongest supervised VLM by 7.08 "
+             "points on this benchmark, with over 50x fewer model parameters and a 5x smaller embedding dimension.")
+    assert compose._amount_asked(solar, fewer) == "50"
+    assert compose._amount_asked(solar, replace(fewer, unit_heads=())) == "7.08"  # the question's words alone
+
+
+def test_fewer_amounts_than_the_names_a_respectively_list_pairs_them_with_give_way() -> None:
+    # Dev conversation h002, Qwen2.5-Coder-0.5B: "25.0% improvements in FRD, MMD, and JSD [1]." from a sentence
+    # giving three amounts for the three names.
+    lidar = make_paper("We generate 4D LiDAR sequences. Extensive experiments demonstrate that our method outperforms "
+                       "baselines, achieving 3.3%, 25.0%, 17.8% improvements in FRD, MMD, and JSD, respectively, over "
+                       "the strong competitors, LiDMs and RangeLDM.", "a.txt", 0)
+    q = Q.read("How much does it improve over the strongest competitors?")
+    assert q.wants == "number"
+    blocks = [block(lidar)]
+    assert compose.part_of_its_source("25.0% improvements in FRD, MMD, and JSD [1].", (1,), blocks, q, Answering())
+    # as many amounts as the names given, or one amount naming none: not judged
+    assert not compose.part_of_its_source("MMD and JSD improve by 25.0% and 17.8% [1].", (1,), blocks, q, Answering())
+    assert not compose.part_of_its_source("3.3% [1].", (1,), blocks, q, Answering())
 
 
 def test_a_name_alone_does_not_answer_a_yes_or_no_question_nor_repeats_the_questions_name() -> None:
