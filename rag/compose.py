@@ -640,14 +640,13 @@ def _asks_several(intent: Question) -> bool:
     return bool(_SEVERAL.search(intent.asked) or (noun.endswith("s") and not noun.endswith(("ss", "us", "is"))))
 
 
-def part_of_its_source(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], intent: Question,
-                       knobs: Answering) -> bool:
-    """Is a terse answer one piece of a cited evidence sentence that holds more of what was asked? "BBBC021 [1]." for
-    "which benchmark datasets ...?" from "tested on two popular benchmarking datasets, BBBC021 and RxRx3-core"
-    (one item of the list asked for); and "31% [1]." for "what share of the time did participants prefer it?" from
-    "Participants preferred our assistant 78% of the time (p=0.015), with a 31% higher acceptance rate.": one of the
-    sentence's amounts, and not the one the question's words stand beside (`_amount_asked`). The evidence then
-    answers."""
+def part_of_its_source(sentence: str, cites: tuple[int, ...], blocks: list[Evidence], intent: Question) -> bool:
+    """Does the answer give one piece of a cited evidence sentence that holds more of what was asked? A terse
+    "BBBC021 [1]." for "which benchmark datasets ...?" from "tested on two popular benchmarking datasets, BBBC021 and
+    RxRx3-core" (one item of the list asked for); "31% [1]." for "what share of the time did participants prefer
+    it?" from "Participants preferred our assistant 78% of the time (p=0.015), with a 31% higher acceptance rate."
+    (one amount, not the one asked: `_amount_asked`); or fewer amounts than the names of a "respectively" list it
+    names. The evidence then answers."""
     plain = MARKER.sub(" ", sentence).strip().rstrip(" .;,:")
     if not (cites and plain):
         return False
@@ -767,7 +766,7 @@ def factoid(sentences: list[str], checks: list[SentenceCheck], blocks: list[Evid
         holding = [i for i in holding
                    if names_asked_noun(kept[i][0], kept[i][1].cites, blocks, intent, knobs.support_terse_words)]
     # "BBBC021 [1]." for "which datasets ...?" when its sentence lists two; "31% [1]." from a sentence with 78% too.
-    holding = [i for i in holding if not part_of_its_source(kept[i][0], kept[i][1].cites, blocks, intent, knobs)
+    holding = [i for i in holding if not part_of_its_source(kept[i][0], kept[i][1].cites, blocks, intent)
                and not names_only(kept[i][0], intent)]
     if not (intent.which or intent.asks & {"name", "method_name", "expansion"}):
         # "... what sensitive kinds of data do they give as examples?": the model's "Graph Neural Networks [1]." names

@@ -2729,13 +2729,13 @@ def test_a_terse_answer_naming_one_item_of_the_listed_ones_gives_way_to_the_list
     raw = "BBBC021 [1]."
     sentences, checks = checked(raw, q.text, [block(CELLS)])
     assert checks[0].supported
-    assert compose.part_of_its_source(sentences[0], (1,), [block(CELLS)], q, Answering())
+    assert compose.part_of_its_source(sentences[0], (1,), [block(CELLS)], q)
     out, mode, _ = compose.factoid(sentences, checks, [block(CELLS)], q, raw)
     assert mode == "extractive" and "RxRx3-core" in out.split("[1]")[0]
     # Asked for one thing, the one item answers; the whole list answers a question asking for several.
     one = Q.read("Which dataset with the most compounds did they test on?")
-    assert not compose.part_of_its_source("BBBC021 [1].", (1,), [block(CELLS)], one, Answering())
-    assert not compose.part_of_its_source("BBBC021 and RxRx3-core [1].", (1,), [block(CELLS)], q, Answering())
+    assert not compose.part_of_its_source("BBBC021 [1].", (1,), [block(CELLS)], one)
+    assert not compose.part_of_its_source("BBBC021 and RxRx3-core [1].", (1,), [block(CELLS)], q)
 
 
 def test_a_terse_amount_the_question_does_not_stand_beside_gives_way_to_the_one_it_does() -> None:
@@ -2746,12 +2746,12 @@ def test_a_terse_amount_the_question_does_not_stand_beside_gives_way_to_the_one_
     assert compose._amount_asked(sentence, q) == "78"
     raw = "31% [1]."
     sentences, checks = checked(raw, q.text, [block(HELPER)])
-    assert checks[0].supported and compose.part_of_its_source(sentences[0], (1,), [block(HELPER)], q, Answering())
+    assert checks[0].supported and compose.part_of_its_source(sentences[0], (1,), [block(HELPER)], q)
     out, mode, _ = compose.factoid(sentences, checks, [block(HELPER)], q, raw)
     assert mode == "extractive" and "78%" in out.split("[1]")[0]
     # The amount asked stays the model's own answer; amounts paired with names by their order are not judged.
     kept, kept_checks = checked("78% of the time [1].", q.text, [block(HELPER)])
-    assert not compose.part_of_its_source(kept[0], (1,), [block(HELPER)], q, Answering())
+    assert not compose.part_of_its_source(kept[0], (1,), [block(HELPER)], q)
     assert compose.factoid(kept, kept_checks, [block(HELPER)], q, "78% of the time [1].")[1] == "generated"
     assert compose._amount_asked("achieving 3.3%, 25.0%, 17.8% improvements in FRD, MMD, and JSD, respectively",
                                  Q.read("What improvement in FRD is reported?")) == ""
@@ -2768,7 +2768,7 @@ def test_a_terse_amount_the_question_does_not_stand_beside_gives_way_to_the_one_
     assert compose._amount_asked(sera, cheaper) == "26"
     assert compose._amount_asked(sera, Q.read("how much cheaper than previous synthetic data methods?")) == "57"
     assert compose.part_of_its_source("57x cheaper than previous synthetic data methods [1].", (1,),
-                                      [block(make_paper(sera, "a.txt", 0))], cheaper, Answering())
+                                      [block(make_paper(sera, "a.txt", 0))], cheaper)
 
 
 def test_fewer_amounts_than_the_names_a_respectively_list_pairs_them_with_give_way() -> None:
@@ -2780,10 +2780,10 @@ def test_fewer_amounts_than_the_names_a_respectively_list_pairs_them_with_give_w
     q = Q.read("How much does it improve over the strongest competitors?")
     assert q.wants == "number"
     blocks = [block(lidar)]
-    assert compose.part_of_its_source("25.0% improvements in FRD, MMD, and JSD [1].", (1,), blocks, q, Answering())
+    assert compose.part_of_its_source("25.0% improvements in FRD, MMD, and JSD [1].", (1,), blocks, q)
     # as many amounts as the names given, or one amount naming none: not judged
-    assert not compose.part_of_its_source("MMD and JSD improve by 25.0% and 17.8% [1].", (1,), blocks, q, Answering())
-    assert not compose.part_of_its_source("3.3% [1].", (1,), blocks, q, Answering())
+    assert not compose.part_of_its_source("MMD and JSD improve by 25.0% and 17.8% [1].", (1,), blocks, q)
+    assert not compose.part_of_its_source("3.3% [1].", (1,), blocks, q)
 
 
 def test_a_name_alone_does_not_answer_a_yes_or_no_question_nor_repeats_the_questions_name() -> None:
