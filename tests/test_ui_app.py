@@ -201,8 +201,13 @@ def test_model_choices_show_names_not_paths(tmp_path: Path) -> None:
     models.mkdir()
     (models / "tiny.gguf").write_bytes(b"GGUF")
     choices = U.model_choices(load(flags={"paths.data_dir": tmp_path}, env={}))
-    assert list(choices) == ["qwen2.5-coder-0.5b (default)", "tiny.gguf"]
-    assert choices["tiny.gguf"] == str(models / "tiny.gguf")
+    # the default, the folder's files, then the other installed presets by name (SmolLM2 inside its package)
+    assert list(choices) == ["qwen2.5-coder-0.5b (default)", "tiny.gguf", "smollm2"]
+    assert choices["tiny.gguf"] == str(models / "tiny.gguf") and choices["smollm2"] == "smollm2"
+    assert all(not label.startswith("/") for label in choices)
+    # With SmolLM2 the model in use, it is the default's line and the installed default preset is offered instead.
+    small = U.model_choices(load(flags={"paths.data_dir": tmp_path, "generation.model_path": "smollm2"}, env={}))
+    assert list(small) == ["smollm2 (default)", "tiny.gguf", "qwen2.5-coder-0.5b"]
 
 
 def test_with_a_remote_server_the_picker_offers_only_its_model(tmp_path: Path) -> None:

@@ -145,7 +145,8 @@ def _history(turns: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def model_choices(settings: Settings) -> dict[str, str]:
-    """Dropdown label -> model path ("" = the default GGUF). Labels are file names: the page never sees a path.
+    """Dropdown label -> model path or preset name ("" = the default GGUF). Labels are file or preset names: the
+    page never sees a path.
     With `generation.remote_url` the server's model is the only choice: local files would not be what answers."""
     if settings.generation.remote_url:
         return {f"{settings.generation.remote_model or 'the model'} on the remote server": ""}
@@ -156,6 +157,13 @@ def model_choices(settings: Settings) -> dict[str, str]:
         for path in sorted(models_dir.glob("*.gguf")):
             if str(path) != settings.generation.model_path:
                 choices.setdefault(path.name, str(path))
+    # The other installed presets by name: SmolLM2 from its package, those installed into the environment (`models
+    # install NAME --env`); one in the models folder is listed above by its file.
+    for preset in presets.PRESETS.values():
+        found = presets.installed_path(preset, None)
+        if found is not None and preset.name not in (default, settings.generation.model_path) \
+                and found.parent != models_dir:
+            choices.setdefault(preset.name, preset.name)
     return choices
 
 
