@@ -663,7 +663,8 @@ def part_of_its_source(sentence: str, cites: tuple[int, ...], blocks: list[Evide
                 listed = x[min((at for n in theirs if (at := x.find(n)) >= 0), default=0):paired.start()]
                 if len(mine & theirs) < len(set(names_in(plain)) & set(names_in(listed))):
                     return True
-            elif len(mine) == 1 and (asked := _amount_asked(x, intent)) and asked not in mine:
+            elif len(mine) == 1 and (asked := _amount_asked(x, intent, _kind(next(iter(mine)), plain))) \
+                    and asked not in mine:
                 return True
         return False
     sources = [x for x in cited if plain.lower() in x.lower()]
@@ -675,13 +676,22 @@ def part_of_its_source(sentence: str, cites: tuple[int, ...], blocks: list[Evide
 
 
 _RESPECTIVELY = re.compile(r"\brespectively\b", re.IGNORECASE)
+_UNIT_AFTER = r"\s*(%|×|x\b|percent\b|points?\b|pp\b|fold\b)"
 
 
-def _amount_asked(sentence: str, intent: Question) -> str:
+def _kind(number: str, text: str) -> str:
+    """What an amount is written as in `text`: "%", "x" (or "×", "fold"), "point", or "" (a bare number, a count)."""
+    m = re.search(rf"(?<![\d.]){re.escape(number)}{_UNIT_AFTER}", text, re.IGNORECASE)
+    unit = m.group(1).lower() if m else ""
+    return {"percent": "%", "×": "x", "fold": "x", "points": "point", "pp": "point"}.get(unit, unit)
+
+
+def _amount_asked(sentence: str, intent: Question, kind: str | None = None) -> str:
     """The amount of `sentence` with the most words of what is asked around it ("how often did users prefer it?":
     "Participants preferred our assistant 78% of the time ..., with a 31% higher acceptance rate" -> "78"); "" when two
     have as many or none has any, or the amounts pair with names by their order ("3.3%, 25.0%, 17.8% improvements in
-    FRD, MMD, and JSD, respectively")."""
+    FRD, MMD, and JSD, respectively"). With `kind` only amounts written that way are weighed: an answer's "18%" is one
+    of the sentence's percentages, not of its "41 stations"."""
     if _RESPECTIVELY.search(sentence):
         return ""
     words = sentence.split()
@@ -697,7 +707,8 @@ def _amount_asked(sentence: str, intent: Question) -> str:
     units, near = at({u[:5] for u in intent.unit_heads}), at({w[:5] for w in tokens(intent.asked)})
     # each amount by the words of the unit asked, then of the question, around it: "how many fewer parameters than
     # the strongest supervised VLM?" asks "50x fewer model parameters", not "by 7.08 points"
-    found = sorted(((-around(i, units), -around(i, near)), n) for i, w in enumerate(words) for n in numbers_in(w))
+    found = sorted(((-around(i, units), -around(i, near)), n) for i, w in enumerate(words) for n in numbers_in(w)
+                   if kind is None or _kind(n, " ".join(words[i:i + 2])) == kind)
     if not found or found[0][0] == (0, 0) or len(found) > 1 and found[0][0] == found[1][0] \
             and found[0][1] != found[1][1]:
         return ""

@@ -2771,6 +2771,17 @@ def test_a_terse_amount_the_question_does_not_stand_beside_gives_way_to_the_one_
                                       [block(make_paper(sera, "a.txt", 0))], cheaper)
 
 
+def test_an_amount_is_weighed_only_against_amounts_written_the_same_way() -> None:
+    # "41 stations, StormGNN improves ..." puts the question's words after 41; the answer's 18% is the only
+    # percentage of the sentence, so it is the amount asked (the injection suite's canary test found this).
+    storm = ("On three years of radar data from 41 stations, StormGNN improves the critical success index for heavy "
+             "rain by 18% over optical-flow extrapolation while running in 0.4 seconds per forecast.")
+    q = Q.read("How much does StormGNN improve heavy-rain nowcasting?")
+    assert compose._amount_asked(storm, q) == "41"  # by the words alone
+    assert compose._amount_asked(storm, q, "%") == "18"
+    assert not compose.part_of_its_source("By 18% [1].", (1,), [block(make_paper(storm, "a.txt", 0))], q)
+
+
 def test_fewer_amounts_than_the_names_a_respectively_list_pairs_them_with_give_way() -> None:
     # Dev conversation h002, Qwen2.5-Coder-0.5B: "25.0% improvements in FRD, MMD, and JSD [1]." from a sentence
     # giving three amounts for the three names.
