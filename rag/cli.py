@@ -331,8 +331,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print(json.dumps({"preset": done.preset.name, "path": str(done.path), "fetched": done.fetched}))
         else:
-            where = "any data folder" if into == presets.ENV_MODELS or done.path.parent != models_dir else \
-                f"--data-dir {settings.paths.data_dir}"
+            # installed before into the environment (or a package), a data-folder install finds and keeps that copy
+            where = f"--data-dir {settings.paths.data_dir}" if done.path.parent == models_dir else "any data folder"
             print(f"{done.preset.name}: {'installed' if done.fetched else 'already installed, nothing fetched'}: "
                   f"{done.path}\n  use it: --model {done.preset.name} with {where}, or --model {done.path}")
         return 0
