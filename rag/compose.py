@@ -661,7 +661,14 @@ def part_of_its_source(sentence: str, cites: tuple[int, ...], blocks: list[Evide
             if paired:  # "25.0% improvements in FRD, MMD, and JSD [1]." of "3.3%, 25.0%, 17.8% improvements in FRD,
                 # MMD, and JSD, respectively": fewer amounts than the names it pairs them with
                 listed = x[min((at for n in theirs if (at := x.find(n)) >= 0), default=0):paired.start()]
-                if len(mine & theirs) < len(set(names_in(plain)) & set(names_in(listed))):
+                names = set(names_in(listed))
+                if len(mine & theirs) < len(set(names_in(plain)) & names):
+                    return True
+                # "25.0% [1]." to "how much better?": amounts of the list paired with none of its names, when the
+                # question picks none of them either
+                amounts = set(numbers_in(listed)) & theirs
+                if mine & amounts and len(mine & amounts) < len(amounts) and \
+                        not names & (set(names_in(plain)) | set(names_in(intent.text))):
                     return True
             elif len(mine) == 1 and (asked := _amount_asked(x, intent, _kind(next(iter(mine)), plain))) \
                     and asked not in mine:

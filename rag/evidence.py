@@ -253,7 +253,9 @@ def overview_bonus(sents: list[tuple[str, float]], weight: float) -> list[tuple[
     own work. Where to get the code says nothing of what the paper does."""
     if not weight:
         return sents
-    first = next((i for i, (s, _) in enumerate(sents) if presents_work(s) and not states_availability(s)), None)
+    # (where it puts its work forward first: "we find ... a failure mode which we call SeL" presents a finding)
+    first = next((i for says in (proposes_work, presents_work) for i, (s, _) in enumerate(sents)
+                  if says(s) and not states_availability(s)), None)
     out = []
     for i, (s, score) in enumerate(sents):
         if i == first or (i == 0 and speaks_of_itself(s)):

@@ -66,6 +66,7 @@ class LlamaGenerator:
         from llama_cpp import Llama
 
         self.n_ctx = settings.n_ctx
+        self.repeat_penalty = settings.repeat_penalty
         threads = settings.n_threads or physical_cores()
         draft = None
         if settings.prompt_lookup > 0:  # answers copy names and numbers out of the evidence: draft them from it
@@ -111,7 +112,8 @@ class LlamaGenerator:
             chat: Any = messages  # llama_cpp wants its TypedDicts; ours are the same plain dicts
             chunks: Any = self._llm.create_chat_completion(
                 messages=chat, stream=True, max_tokens=max_tokens, temperature=temperature,
-                top_p=0.95 if temperature > 0 else 1.0, stop=[*(stop or []), *TURN_MARKERS], repeat_penalty=1.15,
+                top_p=0.95 if temperature > 0 else 1.0, stop=[*(stop or []), *TURN_MARKERS],
+                repeat_penalty=self.repeat_penalty,
             )
             for chunk in chunks:
                 piece = chunk["choices"][0]["delta"].get("content")

@@ -282,7 +282,7 @@ WANTS_EVALUATION = re.compile(r"\b(?:evaluat(?:e|es|ed|ing)|tested|(?:did|do|doe
 # method compare against?", "compare itself to?", "against which methods ...?"): the object is what is asked.
 WANTS_COMPARISON = re.compile(r"\b(?:beat|beats|beating|beaten|outperform\w*|surpass\w*|compet(?:ing|itors?)|rivals?|"
                               r"baselines?|(?:do|does|did|doing)\s+better)\b|\bcompar(?:e|es|ed|ing)\s+(?:(?:it|them|itself|themselves)\s+)?"
-                              r"(?:against|to|with)\s*[?.!]*\s*$|\b(?:against|versus)\s+(?:which|what)\b",
+                              r"(?:against|to|with)\s*[?.!]*\s*$|\b(?:against|versus|vs\.?|compared\s+(?:to|with))\s+(?:which|what)\b",
                               re.IGNORECASE)
 YESNO = re.compile(r"^\s*(does|do|did|is|are|was|were|can|could|will|would|has|have|should)\b", re.IGNORECASE)
 # An either/or question: "Is RHI model-based or model-free?", "Does it use hard labels or soft labels?" (the
@@ -545,6 +545,9 @@ _COMPARES = re.compile(r"\b(?:compare[sd]?|comparison|comparing|dif+e?r(?:s|e?n(
                        r"which (?:one )?of (?:the|these|those) (?:two|2)\b[^?]*?\b(?:more|less|better|worse|bigger|"
                        r"larger|smaller|faster|slower|cheaper|higher|lower|stronger|weaker|and which))\b",
                        re.IGNORECASE)
+# A comparison the method does without, not one asked for: "what do they use instead of comparing every pair?".
+_NOT_COMPARING = re.compile(r"\b(?:instead of|rather than|without|avoid(?:s|ing)?)\s+(?:\w+ing\s+)?compar\w*",
+                            re.IGNORECASE)
 # Whether a paper's code, data or weights can be had: "Is the code available?", "Is it open source?".
 # An artefact word that only modifies another ("code-writing agents") is not the artefact asked for: (?!-).
 _AVAILABILITY = re.compile(r"\b(?:code|implementation|source|weights|checkpoints?|models?|data(?:sets?)?)\b(?!-)"
@@ -942,7 +945,7 @@ def read(question: str, alone: bool = False) -> Question:
                     symbols=symbols_asked(ask or question) if "expansion" in asks and not named else (),
                     compound=bool(_SECOND.search(question, 1)), selects=selects,
                     availability=bool(_AVAILABILITY.search(question)),
-                    compares=bool(_COMPARES.search(_ONE_DOING_RE.sub(" ", question))),
+                    compares=bool(_COMPARES.search(_NOT_COMPARING.sub(" ", _ONE_DOING_RE.sub(" ", question)))),
                     limitations=bool(_LIMITATIONS.search(question)) and not _OTHERS_LIMITS.search(question),
                     choices=choices_in(question) if kind != "summary" and not _EXISTS.search(question) else (),
                     collection=collection,
@@ -1010,7 +1013,7 @@ def typed_lower(text: str) -> list[str]:
 # A follow-up that opens with the name it then points back at: "and SERA, what training does it use instead of RL?",
 # "what about NAEViT - is it faster?", "ok the TIED paper: which baselines does it beat?".
 _LEADING_NAME = re.compile(r"^\W*(?:(?:and|ok|okay|so|now|also|then)\b[,\s]*)?(?:(?:what|how) about\s+)?(?:the\s+)?"
-                           r"(" + NAME_FORM + r")(?:\s+(?:paper|one|method|model|work))?"
+                           r"(" + NAME_FORM + r")(?:\s+(?:paper|one|method|model|work))?(?:\s+(?:then|though|too|now))?"
                            r"\s*(?:[,:;?]|\s[-–—]\s)")
 
 

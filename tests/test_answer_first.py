@@ -536,6 +536,10 @@ def test_which_methods_a_paper_beats_is_answered_by_the_sentence_comparing_it_wi
     assert "comparison" in Q.read("which prior 4D/LiDAR generators does the hierarchical recoupling method compare "
                                   "against?").asks
     assert "comparison" in Q.read("Against which methods is TIED evaluated?").asks
+    # Elliptical follow-ups asking what it was set against (blind dev conversation z014: "vs what" had been answered
+    # with the method's representation).
+    for elliptical in ("vs what", "compared to what?", "versus which ones?"):
+        assert "comparison" in Q.read(elliptical).asks, elliptical
     assert "comparison" not in Q.read("How does SOLAR compare with NAEViT?").asks
     # What a method does better asks what it improves on others (a blind dev question, answered with "We evaluate
     # our method on two challenging domains ..." instead of "... improved few-shot prediction ..., outperforming").
@@ -2019,6 +2023,11 @@ def test_how_does_that_compare_points_back_and_a_misspelt_differ_still_compares(
         assert q.compares and q.refers_back, question
     assert Q.read("What is the diference between them?").compares
     assert not Q.read("that paper is nice").compares
+    # A comparison the method does without is not one asked for (a blind dev follow-up had listed two papers).
+    for without in ("what do they use instead of comparing every pair of hypotheses", "how does it rank them "
+                    "without pairwise comparisons?", "what do they do rather than compare all pairs?"):
+        assert not Q.read(without).compares, without
+    assert Q.read("how does it compare with the pairwise comparisons baseline?").compares
 
 
 def test_where_a_paper_was_evaluated_is_answered_by_its_experiments() -> None:
@@ -2538,6 +2547,9 @@ def test_a_follow_up_opening_with_a_papers_name_is_about_that_paper() -> None:
 
     assert focus("and SERA, what training does it use instead of rl") == ("sera",)
     assert focus("ok the TIED paper: which baselines does it beat?") == ("tied",)
+    # A blind dev switch: "what about SERA then, how many synthetic trajectories did they generate?" had been answered
+    # of the paper discussed ("The abstract of this paper never gives a number of synthetic trajectories").
+    assert focus("what about SERA then, how many synthetic trajectories did they generate?") == ("sera",)
     # A name later in the question is not its subject; "it" is still the paper discussed.
     assert focus("does it beat SERA?") == ("rollout",)
     assert focus("and its gains?") == ("rollout",)
@@ -2792,9 +2804,13 @@ def test_fewer_amounts_than_the_names_a_respectively_list_pairs_them_with_give_w
     assert q.wants == "number"
     blocks = [block(lidar)]
     assert compose.part_of_its_source("25.0% improvements in FRD, MMD, and JSD [1].", (1,), blocks, q)
-    # as many amounts as the names given, or one amount naming none: not judged
+    # as many amounts as the names given: not judged
     assert not compose.part_of_its_source("MMD and JSD improve by 25.0% and 17.8% [1].", (1,), blocks, q)
-    assert not compose.part_of_its_source("3.3% [1].", (1,), blocks, q)
+    # One amount naming none, to a question picking none of the names (blind dev conversation z014: "how much
+    # better?" answered "25.0% [1]."): one of three; asked of one name, the amount is that name's.
+    assert compose.part_of_its_source("3.3% [1].", (1,), blocks, q)
+    assert compose.part_of_its_source("25.0% [1].", (1,), blocks, Q.read("how much better?"))
+    assert not compose.part_of_its_source("25.0% [1].", (1,), blocks, Q.read("How much does it improve MMD?"))
 
 
 def test_a_name_alone_does_not_answer_a_yes_or_no_question_nor_repeats_the_questions_name() -> None:

@@ -103,6 +103,22 @@ def test_what_a_paper_is_about_is_answered_by_the_sentence_presenting_its_work()
     assert ranked[0][1].startswith("We study"), ranked
 
 
+def test_an_overview_is_answered_where_the_paper_puts_its_work_forward_not_where_it_names_a_finding() -> None:
+    # "What is the main idea of AREW?" had been answered by "we find that outcome-based RL can induce a failure mode
+    # which we call information self-locking" (naming what it found), not by "we propose AREW, ...".
+    arew = make_paper("Reinforcement learning has become a paradigm for building LLM agents. However, in active "
+                      "reasoning we find that outcome-based RL can induce a failure mode which we call information "
+                      "self-locking (SeL). To mitigate this issue, we propose AREW, an advantage reweighting method "
+                      "that uses directional critiques to reallocate credit. Experiments across 9 agentic tasks show "
+                      "gains of up to 60 points.", "a.txt", 0)
+    emb = HashEmbedder()
+    q = Q.read("What is the main idea of AREW?")
+    scorer = SentenceScorer(emb, Answering(overview_boost=2.0))
+    blocks = select_evidence(q, emb.embed([q.scored])[0], [Hit(arew, 0.9)], scorer, 1, 4, 1.0)
+    ranked = sorted(zip(blocks[0].sentence_scores, blocks[0].sentences), reverse=True)
+    assert ranked[0][1].startswith("To mitigate this issue, we propose AREW"), ranked
+
+
 def test_a_model_sentence_denying_the_paper_it_cites_is_not_supported() -> None:
     emb = HashEmbedder()
     # A threshold the fake embedder's cosines reach, so that only the denial can make a sentence unsupported.

@@ -44,3 +44,19 @@ def test_a_greedy_answer_is_the_same_with_prompt_lookup() -> None:
     # over the dev questions: bench/RESULTS.md, "Prompt-lookup decoding per preset").
     assert "62.6" in plain and "62.6" in drafted and "15.9" in drafted
     assert drafted[:40] == plain[:40]
+
+
+@pytest.mark.slow
+def test_the_repeat_penalty_setting_reaches_the_model() -> None:
+    """`generation.repeat_penalty` (1.15 by default; 1.0 is off) is what llama.cpp decodes with: asked to repeat one
+    word, the model repeats it without the penalty and cannot under a heavy one."""
+    assert Generation().repeat_penalty == 1.15
+    with pytest.raises(ValueError):
+        Generation(repeat_penalty=0.5)
+    gen = load(env={}).generation
+    messages = [{"role": "user", "content": "Copy this line exactly: " + " ".join(["data"] * 10)}]
+    off = LlamaGenerator(gen.model_copy(update={"repeat_penalty": 1.0}))
+    plain = "".join(off.stream(messages, max_tokens=30, temperature=0.0))
+    off.repeat_penalty = 3.0  # the same model, decoding under a heavy penalty
+    heavy = "".join(off.stream(messages, max_tokens=30, temperature=0.0))
+    assert plain.lower().count("data") >= 5 and heavy.lower().count("data") < plain.lower().count("data"), (plain, heavy)
