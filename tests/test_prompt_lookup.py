@@ -59,4 +59,5 @@ def test_the_repeat_penalty_setting_reaches_the_model() -> None:
     plain = "".join(off.stream(messages, max_tokens=30, temperature=0.0))
     off.repeat_penalty = 3.0  # the same model, decoding under a heavy penalty
     heavy = "".join(off.stream(messages, max_tokens=30, temperature=0.0))
-    assert plain.lower().count("data") >= 5 and heavy.lower().count("data") < plain.lower().count("data"), (plain, heavy)
+    repeated = plain.lower().count("data")
+    assert repeated >= 5 and heavy.lower().count("data") < repeated, (plain, heavy)
