@@ -38,10 +38,15 @@ def render_sources(blocks: list[Evidence]) -> str:
 
 def build_messages(prompts: Prompts, blocks: list[Evidence], question: str, history: list[Message],
                    template: str = "user") -> list[Message]:
-    """Fixed system prompt first, earlier turns next, then this turn's sources and the question last, so a
-    follow-up shares the longest possible prefix with the previous prompt (llama.cpp reuses its cached tokens)."""
+    """Fixed system prompt first, then the worked example (for a question, not a summary), earlier turns next, then
+    this turn's sources and the question last, so a follow-up shares the longest possible prefix with the previous
+    prompt (llama.cpp reuses its cached tokens)."""
     user = prompts.render(template, sources=render_sources(blocks), question=question)
-    return [{"role": "system", "content": prompts.system}, *history, {"role": "user", "content": user}]
+    shown: list[Message] = []
+    for ex in prompts.examples if template == "user" else ():
+        shown += [{"role": "user", "content": prompts.render(template, sources=ex.sources, question=ex.question)},
+                  {"role": "assistant", "content": ex.answer}]
+    return [{"role": "system", "content": prompts.system}, *shown, *history, {"role": "user", "content": user}]
 
 
 @dataclass(frozen=True)

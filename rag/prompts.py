@@ -3,11 +3,16 @@
 A template whose `{variables}` differ from what the code fills in is refused at start-up (not at the first
 question), naming the file and the difference. The version stamped on every answer is a hash of all templates, so
 an eval report says exactly which wording produced it.
+
+`example.md` is a worked exchange shown to the model before a question as a turn of its own (sources, question and
+answer, the three parts separated by lines of `---`; several examples follow one another): a small model answers
+"[1]" alone when the example is only described in the system prompt. An empty file shows none.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +24,18 @@ EXPECTED: dict[str, frozenset[str]] = {
     "system": frozenset({"cannot_answer"}),
     "user": frozenset({"sources", "question"}),
     "summary": frozenset({"sources", "question"}),
+    "example": frozenset(),
 }
+_PART = re.compile(r"^---[ \t]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A worked exchange: the sources and question as the user template shows them, and the answer."""
+
+    sources: str
+    question: str
+    answer: str
 
 
 @dataclass(frozen=True)
@@ -28,6 +44,7 @@ class Prompts:
     user: str
     summary: str
     version: str
+    examples: tuple[Example, ...] = ()
 
     def render(self, name: str, **values: str) -> str:
         template: str = getattr(self, name)
@@ -61,4 +78,16 @@ def load_prompts(folder: Path) -> Prompts:
         user=texts["user"],
         summary=texts["summary"],
         version=digest.hexdigest()[:10],
+        examples=_examples(texts["example"], folder / "example.md"),
     )
+
+
+def _examples(text: str, path: Path) -> tuple[Example, ...]:
+    """The worked exchanges of `example.md`: sources, question and answer, separated by lines of `---`."""
+    if not text:
+        return ()
+    parts = [p.strip() for p in _PART.split(text)]
+    if len(parts) % 3 or not all(parts):
+        raise ConfigError(f"{path}: an example is three non-empty parts (sources, question, answer) separated by "
+                          f"lines of '---'; found {len(parts)} parts")
+    return tuple(Example(*parts[i:i + 3]) for i in range(0, len(parts), 3))

@@ -84,3 +84,31 @@ def test_sentences_addressed_to_an_assistant_rank_last() -> None:
     assert all("PWNED" not in s for s in blocks[0].sentences)
 
 
+
+
+def test_the_worked_example_is_a_turn_of_its_own_before_a_question_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    from rag.answer import build_messages
+    from rag.records import ConfigError
+
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    for f in (Path(__file__).resolve().parent.parent / "prompts").glob("*.md"):
+        (folder / f.name).write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "example.md").write_text("[1] X: a method\nX cuts errors by 12%.\n---\nBy how much?\n---\n"
+                                       "X cuts errors by 12% [1].\n", encoding="utf-8")
+    prompts = load_prompts(folder)
+    history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "answer [1]."}]
+    messages = build_messages(prompts, blocks(), "How much does PrivGate cut leakage?", history)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert messages[1]["content"] == prompts.render("user", sources="[1] X: a method\nX cuts errors by 12%.",
+                                                    question="By how much?")
+    assert messages[2]["content"] == "X cuts errors by 12% [1]." and messages[3:5] == history
+    assert "62.6%" in messages[-1]["content"]
+    # A summary's prompt asks for one line per paper: the factoid example is not shown.
+    summary = build_messages(prompts, blocks(), "Summarize privacy work", [], template="summary")
+    assert [m["role"] for m in summary] == ["system", "user"]
+    # The example is part of the prompt version; two parts instead of three is one clear error naming the file.
+    assert prompts.version != PROMPTS.version
+    (folder / "example.md").write_text("[1] X\n---\nBy how much?\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"example\.md: an example is three non-empty parts"):
+        load_prompts(folder)
