@@ -78,8 +78,7 @@ def _topic_found(question: Question, hits: Sequence[Hit]) -> bool:
 
 # Training details an abstract rarely states, asked for by name.
 _DETAIL = re.compile(r"\b(?:learning rates?|batch sizes?|weight decay|dropout rates?|random seeds?|privacy budgets?|"
-                     r"warm-?up steps|optimi[sz]er settings|(?:patch|window|kernel|context|sequence|chunk) lengths?|"
-                     r"(?:patch|window|kernel|hidden|embedding) (?:sizes?|dimensions?))\b", re.IGNORECASE)
+                     r"warm-?up steps|optimi[sz]er settings)\b", re.IGNORECASE)
 
 
 def _holds(term: str, words: set[str]) -> bool:
