@@ -174,7 +174,8 @@ class Generation(Group):
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature (0 = greedy)")
     max_tokens: int = Field(120, description="most tokens generated per answer")
     repeat_penalty: float = Field(1.15, ge=1.0, description="llama.cpp's penalty on tokens of the last 64 (prompt "
-                                                          "included); 1.0 = off")
+                                                          "included); 1.0 = off; the in-process model only (a "
+                                                          "remote server keeps its own)")
     seed: int = Field(0, description="sampling seed")
     chat_format: str = Field("chatml", description="fallback chat format for a GGUF without a template")
     prompt_lookup: int = Field(0, ge=0, description="prompt-lookup decoding: per step, draft up to this many "
