@@ -37,13 +37,13 @@ def render_sources(blocks: list[Evidence]) -> str:
 
 
 def build_messages(prompts: Prompts, blocks: list[Evidence], question: str, history: list[Message],
-                   template: str = "user") -> list[Message]:
-    """Fixed system prompt first, then the worked example (for a question, not a summary), earlier turns next, then
-    this turn's sources and the question last, so a follow-up shares the longest possible prefix with the previous
-    prompt (llama.cpp reuses its cached tokens)."""
+                   template: str = "user", examples: bool = False) -> list[Message]:
+    """Fixed system prompt first, then (with `examples`) the worked example, for a question and not a summary,
+    earlier turns next, then this turn's sources and the question last, so a follow-up shares the longest possible
+    prefix with the previous prompt (llama.cpp reuses its cached tokens)."""
     user = prompts.render(template, sources=render_sources(blocks), question=question)
     shown: list[Message] = []
-    for ex in prompts.examples if template == "user" else ():
+    for ex in prompts.examples if examples and template == "user" else ():
         shown += [{"role": "user", "content": prompts.render(template, sources=ex.sources, question=ex.question)},
                   {"role": "assistant", "content": ex.answer}]
     return [{"role": "system", "content": prompts.system}, *shown, *history, {"role": "user", "content": user}]
@@ -60,13 +60,13 @@ class Budgeted:
 
 
 def fit_budget(generator: Generator, prompts: Prompts, blocks: list[Evidence], question: str,
-               history: list[Message], max_tokens: int, template: str = "user") -> Budgeted:
+               history: list[Message], max_tokens: int, template: str = "user", examples: bool = False) -> Budgeted:
     """Drop earlier turns, then the lowest-ranked evidence, until prompt + answer fit the context window."""
     limit = generator.n_ctx - max_tokens - 8
     history, blocks = list(history), list(blocks)
     dropped_turns = dropped_blocks = 0
     while True:
-        messages = build_messages(prompts, blocks, question, history, template)
+        messages = build_messages(prompts, blocks, question, history, template, examples)
         used = generator.count_tokens(messages)
         if used <= limit:
             return Budgeted(messages, blocks, dropped_blocks, dropped_turns, used, max_tokens)

@@ -383,6 +383,10 @@ class Answering(Group):
     locate_similarity: float = Field(0.5, description="a sentence of an earlier answer names the paper it is found "
                                                       "in when their cosine reaches this (follow-ups: which paper "
                                                       "was \"it\")")
+    worked_example: Literal["retry", "always", "off"] = Field(
+        "retry", description="prompts/example.md's worked exchange, shown to the model as a turn of its own: "
+                             "\"retry\" asks again with it when an answer is only a source number (\"[1]\"), "
+                             "\"always\" shows it before every question, \"off\" never")
     history_turns: int = Field(0, description="earlier question/answer pairs shown to the model (a follow-up is "
                                               "resolved to the papers it points at either way)")
 

@@ -506,13 +506,22 @@ class Assistant:
                 shown = history[-2 * ans.history_turns:] if ans.history_turns > 0 else []
                 # Without the earlier turns the model needs the standalone question ("it" -> what "it" was).
                 asked = question if shown or searched == question else searched
-                budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, max_tokens,
-                                      template="summary" if summary else "user")
+                template = "summary" if summary else "user"
+                budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, max_tokens, template,
+                                      examples=ans.worked_example == "always")
                 if listing:  # papers the context could not hold are still on the topic: first of the rest
                     more = blocks[len(budget.blocks):] + more
                 timings["prompt_ms"] = (time.perf_counter() - t) * 1000
                 timings["prompt_tokens"] = budget.prompt_tokens
                 raw = yield from self._draft(generator, budget, temperature, summary, timings, t0)
+                if ans.worked_example == "retry" and not (summary or q.which) and self.prompts.examples and \
+                        A.MARKER.sub("", raw).strip(" .,;") == "" and raw:
+                    # "[1]" alone: a small model pointing at its source instead of answering; asked again with the
+                    # worked example as a turn of its own, it answers in words (bench/RESULTS.md, stop 61). Not
+                    # for "which paper ...?", answered by the paper's name from the evidence either way.
+                    budget = A.fit_budget(generator, self.prompts, blocks, asked, shown, max_tokens, template,
+                                          examples=True)
+                    raw = yield from self._draft(generator, budget, temperature, summary, timings, t0)
                 final = self._finish(raw, budget.blocks, q)
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         text, mode, checks, dropped = final

@@ -5,8 +5,9 @@ question), naming the file and the difference. The version stamped on every answ
 an eval report says exactly which wording produced it.
 
 `example.md` is a worked exchange shown to the model before a question as a turn of its own (sources, question and
-answer, the three parts separated by lines of `---`; several examples follow one another): a small model answers
-"[1]" alone when the example is only described in the system prompt. An empty file shows none.
+answer, the three parts separated by lines of `---`; several examples follow one another): a small model that
+answered "[1]" alone, the example only described in the system prompt, is asked again with it
+(`answer.worked_example`). An empty file shows none.
 """
 
 from __future__ import annotations

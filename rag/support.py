@@ -247,6 +247,16 @@ def about_the_question(sentence: str) -> bool:
     return bool(_ABOUT_QUESTION.match(MARKER.sub(" ", sentence)))
 
 
+def copies_cut_title(sentence: str, title: str) -> bool:
+    """Is the sentence a paper's title cut short, copied whole without its ellipsis ("AREW: a simple yet effective
+    Advantage Reweighting method that uses [1]." of the title "AREW: ... method that uses…")? It breaks off where
+    the title was cut."""
+    if not title.endswith("…"):
+        return False
+    said = re.sub(r"\s+", " ", MARKER.sub(" ", sentence)).strip(" .!?").lower()
+    return bool(said) and said == re.sub(r"\s+", " ", title.rstrip("…")).strip().lower()
+
+
 def unfinished(sentence: str) -> bool:
     """Does the sentence break off: cut with an ellipsis, ending on a colon or inside a hyphenated word, or its last
     word an article, a conjunction or a preposition that needs its object ("... action spaces from [1].", "...
@@ -353,7 +363,7 @@ def check(text: str, question: str, blocks: list[Evidence], embedder: Embedder,
             ok, note = [], "negates what its source states"
         elif restates(p, question):
             ok, note = [], "restates the question"
-        elif unfinished(p):
+        elif unfinished(p) or any(copies_cut_title(p, by_n[n].hit.paper.title) for n in ok):
             ok, note = [], "breaks off unfinished"
         sim = max((support.get(n, 0.0) for n in (ok or cited or list(support))), default=0.0)
         stated = bool(ok) and any(

@@ -98,14 +98,16 @@ def test_the_worked_example_is_a_turn_of_its_own_before_a_question_and_a_bad_one
                                        "X cuts errors by 12% [1].\n", encoding="utf-8")
     prompts = load_prompts(folder)
     history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "answer [1]."}]
-    messages = build_messages(prompts, blocks(), "How much does PrivGate cut leakage?", history)
+    messages = build_messages(prompts, blocks(), "How much does PrivGate cut leakage?", history, examples=True)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    plain = build_messages(prompts, blocks(), "How much does PrivGate cut leakage?", history)
+    assert [m["role"] for m in plain] == ["system", "user", "assistant", "user"] and plain[1:3] == history
     assert messages[1]["content"] == prompts.render("user", sources="[1] X: a method\nX cuts errors by 12%.",
                                                     question="By how much?")
     assert messages[2]["content"] == "X cuts errors by 12% [1]." and messages[3:5] == history
     assert "62.6%" in messages[-1]["content"]
     # A summary's prompt asks for one line per paper: the factoid example is not shown.
-    summary = build_messages(prompts, blocks(), "Summarize privacy work", [], template="summary")
+    summary = build_messages(prompts, blocks(), "Summarize privacy work", [], template="summary", examples=True)
     assert [m["role"] for m in summary] == ["system", "user"]
     # The example is part of the prompt version; two parts instead of three is one clear error naming the file.
     assert prompts.version != PROMPTS.version

@@ -1694,6 +1694,14 @@ def test_a_model_sentence_that_breaks_off_is_not_an_answer() -> None:
                                              "However, RandomShuffle needs a permutation [1]."]
     # A model cut off by its token limit inside a word (a blind dev conversation: "To enable efficient on- [1].").
     assert support.unfinished("To enable efficient on- [1].")
+    # A title cut short, copied whole without its ellipsis (dev, the 0.5B asked again with the worked example:
+    # "AREW: a simple yet effective Advantage Reweighting method that uses [1]." to "What name is given to the
+    # failure ...?"); the name alone, or a title not cut, is not.
+    title = "AREW: a simple yet effective Advantage Reweighting method that uses…"
+    assert support.copies_cut_title("AREW: a simple yet effective Advantage Reweighting method that uses [1].", title)
+    assert not support.copies_cut_title("AREW [1].", title)
+    assert not support.copies_cut_title("SERA: Soft-Verified Efficient Repository Agents [1].",
+                                        "SERA: Soft-Verified Efficient Repository Agents")
     for finished in ("Training cost is reduced by 9.7× [1].", "Up to 40% [1].", "SIVS is training-free [1].",
                      "It reveals secrets about the data they were trained on [1].",
                      "Its embedding is 5x smaller than that of the VLM it is compared with [1]."):

@@ -596,3 +596,31 @@ def test_the_second_one_after_an_answer_citing_one_paper_says_there_is_none(buil
     assert a.ask("ok and the third - summary pls", history=history).text.endswith("there is no third one.")
     first = a.ask("And the first one?", history=history)
     assert [c.paper.paper_id for c in first.citations] == [PRIVGATE]
+
+
+def test_an_answer_that_is_only_a_source_number_is_asked_again_with_the_worked_example(built) -> None:  # type: ignore[no-untyped-def]
+    # The 0.5B default answered "[1]" alone to 82 of 718 dev questions; asked again with prompts/example.md's
+    # exchange as a turn of its own, it answers in words (bench/RESULTS.md, stop 61).
+    s, emb, _ = built
+    gen = ScriptedGenerator(["[1]", "PrivGate reduces privacy leakage by 62.6% [1]."])
+    a = Assistant(s, embedder=emb, generator=gen)
+    ans = a.ask("How much does PrivGate reduce privacy leakage?")
+    assert len(gen.prompts) == 2 and ans.mode == "generated" and ans.text.startswith("PrivGate reduces"), ans.text
+    first, again = gen.prompts
+    assert [m["role"] for m in first] == ["system", "user"]
+    example = a.prompts.examples[0]
+    assert [m["role"] for m in again] == ["system", "user", "assistant", "user"]
+    assert again[2]["content"] == example.answer and again[-1] == first[-1]
+    # An answer in words is not asked again; "off" never asks again; "always" shows the example the first time.
+    gen = ScriptedGenerator(["PrivGate reduces privacy leakage by 62.6% [1]."])
+    Assistant(s, embedder=emb, generator=gen).ask("How much does PrivGate reduce privacy leakage?")
+    assert len(gen.prompts) == 1
+    # "Which paper ...?" is answered by the paper's name from the evidence either way: not asked again.
+    gen = ScriptedGenerator(["[1]", "PrivGate [1]."])
+    Assistant(s, embedder=emb, generator=gen).ask("Which paper reduces privacy leakage of LLM agents?")
+    assert len(gen.prompts) == 1
+    for setting, calls, roles in (("off", 1, 2), ("always", 1, 4)):
+        gen = ScriptedGenerator(["[1]", "PrivGate reduces privacy leakage by 62.6% [1]."])
+        knob = s.with_values({"answer.worked_example": setting})
+        Assistant(knob, embedder=emb, generator=gen).ask("How much does PrivGate reduce privacy leakage?")
+        assert len(gen.prompts) == calls and len(gen.prompts[0]) == roles, setting
