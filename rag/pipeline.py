@@ -368,10 +368,13 @@ class Assistant:
 
 
     def _draft(self, generator: Generator, budget: A.Budgeted, temperature: float, summary: bool,
-               timings: dict[str, float], t0: float) -> abc.Generator[str, None, str]:
-        """Stream the model's draft piece by piece; returns it whole, with its timings written into `timings`."""
+               timings: dict[str, float], t0: float, hold_markers: bool = False) -> abc.Generator[str, None, str]:
+        """Stream the model's draft piece by piece; returns it whole, with its timings written into `timings`. With
+        `hold_markers`, a draft opening with source markers alone is held back until it says something: "[1]" alone
+        is asked again, and the reader never sees it."""
         pieces: list[str] = []
         first: float | None = None
+        held = ""
         t = time.perf_counter()
         # A blank line ends the answer: past it a small model starts lists and explanations it makes up.
         for piece in self._generate(generator, budget.messages, budget.max_tokens, temperature,
@@ -380,6 +383,11 @@ class Assistant:
                 first = time.perf_counter()
                 timings["first_token_ms"] = (first - t0) * 1000
             pieces.append(piece)
+            if hold_markers:
+                held += piece
+                if _MARKERS_SO_FAR.fullmatch(held):  # "[", "[1", "[1]." so far
+                    continue
+                piece, held, hold_markers = held, "", False
             yield piece
         end = time.perf_counter()
         n_out = len(pieces)
@@ -513,9 +521,9 @@ class Assistant:
                     more = blocks[len(budget.blocks):] + more
                 timings["prompt_ms"] = (time.perf_counter() - t) * 1000
                 timings["prompt_tokens"] = budget.prompt_tokens
-                raw = yield from self._draft(generator, budget, temperature, summary, timings, t0)
-                if ans.worked_example == "retry" and not (summary or q.which) and self.prompts.examples and \
-                        A.MARKER.sub("", raw).strip(" .,;") == "" and raw:
+                retry = ans.worked_example == "retry" and not (summary or q.which) and bool(self.prompts.examples)
+                raw = yield from self._draft(generator, budget, temperature, summary, timings, t0, hold_markers=retry)
+                if retry and raw and _MARKERS_SO_FAR.fullmatch(raw):
                     # "[1]" alone: a small model pointing at its source instead of answering; asked again with the
                     # worked example as a turn of its own, it answers in words (bench/RESULTS.md, stop 61). Not
                     # for "which paper ...?", answered by the paper's name from the evidence either way.
@@ -666,6 +674,10 @@ def _listed_from_evidence(q: Q.Question, knobs: Answering) -> bool:
     sentences, which `knobs` (this model's settings) may leave out, and has nothing to say of a listing of the
     collection itself: then no prompt to fill, nothing to wait for."""
     return q.summary and not q.pinned and (knobs.summary_synthesis == 0 or q.collection)
+
+
+# A draft of source markers alone so far: "[", "[1", "[1]", "[1][2].", "[1, 2]" (not "12" nor "12 [1]").
+_MARKERS_SO_FAR = re.compile(r"\s*(?:\[[\d,\s]*\]?[\s.,;]*)*")
 
 
 def _turns(history: list[Message] | None) -> list[Message]:

@@ -604,17 +604,24 @@ def test_an_answer_that_is_only_a_source_number_is_asked_again_with_the_worked_e
     s, emb, _ = built
     gen = ScriptedGenerator(["[1]", "PrivGate reduces privacy leakage by 62.6% [1]."])
     a = Assistant(s, embedder=emb, generator=gen)
-    ans = a.ask("How much does PrivGate reduce privacy leakage?")
+    events = list(a.stream("How much does PrivGate reduce privacy leakage?"))
+    ans = events[-1]
+    assert isinstance(ans, Answer)
     assert len(gen.prompts) == 2 and ans.mode == "generated" and ans.text.startswith("PrivGate reduces"), ans.text
+    # The "[1]" was held back, never streamed: what the reader saw arriving is the second draft.
+    assert "".join(e for e in events if isinstance(e, str)) == "PrivGate reduces privacy leakage by 62.6% [1]."
     first, again = gen.prompts
     assert [m["role"] for m in first] == ["system", "user"]
     example = a.prompts.examples[0]
     assert [m["role"] for m in again] == ["system", "user", "assistant", "user"]
     assert again[2]["content"] == example.answer and again[-1] == first[-1]
-    # An answer in words is not asked again; "off" never asks again; "always" shows the example the first time.
-    gen = ScriptedGenerator(["PrivGate reduces privacy leakage by 62.6% [1]."])
-    Assistant(s, embedder=emb, generator=gen).ask("How much does PrivGate reduce privacy leakage?")
-    assert len(gen.prompts) == 1
+    # An answer in words is not asked again, and streams as it comes, its opening marker included; nor is a bare
+    # number. "off" never asks again; "always" shows the example the first time.
+    for words in ("[1] PrivGate reduces privacy leakage by 62.6%.", "62.6% [1]."):
+        gen = ScriptedGenerator([words])
+        events = list(Assistant(s, embedder=emb, generator=gen).stream("How much does PrivGate reduce privacy "
+                                                                        "leakage?"))
+        assert len(gen.prompts) == 1 and "".join(e for e in events if isinstance(e, str)) == words
     # "Which paper ...?" is answered by the paper's name from the evidence either way: not asked again.
     gen = ScriptedGenerator(["[1]", "PrivGate [1]."])
     Assistant(s, embedder=emb, generator=gen).ask("Which paper reduces privacy leakage of LLM agents?")
