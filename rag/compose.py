@@ -751,6 +751,8 @@ def _unframed(sentence: str) -> str:
     plain = re.sub(r"[\"“”]", "", plain).strip()
     # "[1] Diffusion models are used." -> "Diffusion models are used [1]."
     plain = re.sub(r"^((?:\[\d+\]\s*)+)(\S.*?)\s*\.?$", lambda m: f"{m.group(2)} {m.group(1).strip()}.", plain)
+    # "200,000+ synthetic trajectories. [1]." -> "200,000+ synthetic trajectories [1]."
+    plain = re.sub(r"(?<!\bal)\s*\.\s*((?:\[\d+\]\s*)+)\.?$", lambda m: f" {m.group(1).strip()}.", plain)
     if plain and plain[-1] not in ".!?":  # "40% [1]" ends as a sentence does
         plain += "."
     return _capital(plain) if plain else sentence.strip()

@@ -2172,6 +2172,11 @@ def test_the_frame_a_small_model_puts_around_a_copied_span_is_dropped() -> None:
         text, mode, _ = compose.factoid(sentences, checks, [block(SOLAR)], q, raw)
         assert mode == "generated" and text.startswith("SOLAR surpasses the strongest") and '"' not in text, text
         assert "[1]" in text and "answer is" not in text.lower(), text
+    # A marker after the full stop ends the sentence it cites (the 0.5B asked again: "200,000+ synthetic
+    # trajectories. [1]."); an abbreviation's stop stays.
+    assert compose._unframed("200,000+ synthetic trajectories. [1].") == "200,000+ synthetic trajectories [1]."
+    assert compose._unframed("SERA uses SFT. [1]") == "SERA uses SFT [1]."
+    assert compose._unframed("As in Smith et al. [1].") == "As in Smith et al. [1]."
 
 
 def test_the_way_a_problem_is_solved_is_answered_by_the_sentence_presenting_the_work() -> None:
