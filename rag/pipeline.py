@@ -76,6 +76,7 @@ class Assistant:
         self._retriever: Retriever | None = None
         self._generation: str | None = None  # the published id of the index generation the retriever reads
         self._following = threading.Lock()  # one follow_index at a time
+        self._opening = threading.Lock()  # the index is opened once, however many first questions arrive at once
         self._follower: threading.Thread | None = None
         self._scorer: SentenceScorer | None = None
         self.fingerprint = settings.fingerprint()
@@ -143,11 +144,19 @@ class Assistant:
 
     @property
     def retriever(self) -> Retriever:
-        if self._retriever is None:
-            self._retriever, self._generation = self._open_index()
-            self._scorer = SentenceScorer(self.embedder, self.settings.answer)
-            self._follow_in_background()
-        return self._retriever
+        retriever = self._retriever
+        if retriever is None:
+            # Several first questions at once (the API's threads) open it once: opening it in each thread at the
+            # same time also ran numpy's header parsing (ast) concurrently, which CPython 3.11.7 can fail with
+            # "SystemError: AST constructor recursion depth mismatch".
+            with self._opening:
+                retriever = self._retriever
+                if retriever is None:
+                    retriever, generation = self._open_index()
+                    self._scorer = SentenceScorer(self.embedder, self.settings.answer)
+                    self._retriever, self._generation = retriever, generation
+                    self._follow_in_background()
+        return retriever
 
     def _open_index(self) -> tuple[Retriever, str | None]:
         """A retriever over the current index generation, leased (index.open_reader) until the retriever is

@@ -631,3 +631,29 @@ def test_an_answer_that_is_only_a_source_number_is_asked_again_with_the_worked_e
         knob = s.with_values({"answer.worked_example": setting})
         Assistant(knob, embedder=emb, generator=gen).ask("How much does PrivGate reduce privacy leakage?")
         assert len(gen.prompts) == calls and len(gen.prompts[0]) == roles, setting
+
+
+def test_first_questions_arriving_at_once_open_the_index_once(built) -> None:  # type: ignore[no-untyped-def]
+    # The API's threads asking a fresh assistant at once each opened the index (a clean-clone CI run failed with
+    # CPython 3.11.7's "AST constructor recursion depth mismatch" from numpy headers parsed in two threads at once).
+    import threading
+    import time
+
+    s, emb, _ = built
+    a = Assistant(s, embedder=emb, generator=ScriptedGenerator())
+    opened: list[int] = []
+    real = a._open_index
+
+    def slow_open():  # type: ignore[no-untyped-def]
+        opened.append(1)
+        time.sleep(0.2)  # long enough for every thread to arrive while the first is opening
+        return real()
+
+    a._open_index = slow_open  # type: ignore[method-assign]
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(a.retriever)) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(opened) == 1 and len(got) == 5 and all(r is got[0] for r in got)
